@@ -1,0 +1,70 @@
+// A device context (one per ibv_open_device): its shared segment registered
+// with uroced, its async-event endpoint, and its memory-region table.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "common/status.h"
+#include "core/control_client.h"
+#include "core/device_info.h"
+#include "core/segment.h"
+#include "core/shm_layout.h"
+
+namespace uroce::core {
+
+/// A registered region as the owner's local lookups see it.
+struct LocalMr {
+  MrView view;
+  uint32_t slot;
+};
+
+class Context {
+ public:
+  static Result<std::unique_ptr<Context>> open(const DeviceInfo& dev);
+  ~Context();
+
+  const DeviceInfo& dev() const { return dev_; }
+  Segment& seg() { return *seg_; }
+  uint32_t ctx_id() const { return ctx_id_; }
+  int async_fd() const { return async_fd_; }
+  uint32_t async_id() const { return async_id_; }
+  HostShm* host() const { return ctl_->host_shm(); }
+  ControlClient* ctl() const { return ctl_; }
+  /// Set when uroced died (IBV_EVENT_DEVICE_FATAL was raised).
+  bool fatal() const { return fatal_.load(std::memory_order_relaxed); }
+  void set_fatal() { fatal_.store(true); }
+
+  uint32_t alloc_pd_id() { return next_pd_id_.fetch_add(1); }
+
+  /// Registers [vaddr, vaddr+len) addressed as iova; returns the key (lkey == rkey).
+  Result<uint32_t> reg_mr(uint32_t pd_id, uint64_t vaddr, uint64_t len, uint64_t iova, uint32_t access);
+  /// Rewrites a registration in place (ibv_rereg_mr); the key stays.
+  Status rereg_mr(uint32_t key, uint32_t pd_id, uint64_t vaddr, uint64_t len, uint64_t iova,
+                  uint32_t access);
+  void dereg_mr(uint32_t key);
+  /// Looks up a local key for an access by this context's QP in `pd_id`.
+  bool lookup_mr(uint32_t key, MrView* out) const {
+    return mr_read(&seg_->mr_table()[key_slot(key)], key, out);
+  }
+
+ private:
+  Context() = default;
+
+  DeviceInfo dev_{};
+  std::unique_ptr<Segment> seg_;
+  ControlClient* ctl_ = nullptr;
+  uint32_t ctx_id_ = 0;
+  int async_fd_ = -1;
+  uint32_t async_id_ = 0;
+  std::atomic<bool> fatal_{false};
+  std::atomic<uint32_t> next_pd_id_{1};
+  std::mutex mr_mu_;
+  std::vector<uint32_t> free_slots_;
+  uint32_t next_slot_ = 1;
+};
+
+}  // namespace uroce::core

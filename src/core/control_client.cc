@@ -1,0 +1,220 @@
+#include "core/control_client.h"
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/unix_socket.h"
+#include "core/control_protocol.h"
+
+namespace uroce::core {
+
+using control::MsgType;
+using control::Reply;
+using control::Request;
+
+namespace {
+
+constexpr int kReplyTimeoutMs = 10000;
+constexpr uint64_t kSpawnWaitNs = 5000000000ull;
+
+bool is_exec(const std::string& p) { return !p.empty() && ::access(p.c_str(), X_OK) == 0; }
+
+/// Where uroced lives: $UROCE_UROCED, else next to this library in the build
+/// tree (../bin/uroced), else the installed libexec path.
+std::string find_uroced() {
+  if (const char* e = getenv("UROCE_UROCED"); e && *e) return e;
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&find_uroced), &info) && info.dli_fname) {
+    char real[PATH_MAX];
+    if (realpath(info.dli_fname, real)) {
+      std::string dir(real);
+      dir = dir.substr(0, dir.rfind('/'));
+      for (const char* rel : {"/../bin/uroced", "/uroced", "/../../libexec/uroce/uroced",
+                              "/../libexec/uroce/uroced"}) {
+        if (is_exec(dir + rel)) return dir + rel;
+      }
+    }
+  }
+#ifdef UROCE_UROCED_INSTALL_PATH
+  if (is_exec(UROCE_UROCED_INSTALL_PATH)) return UROCE_UROCED_INSTALL_PATH;
+#endif
+  return "uroced";
+}
+
+/// Starts uroced fully detached: double fork (no zombie, no SIGCHLD for the
+/// app), new session, stdio on /dev/null, no inherited descriptors.
+void spawn_uroced() {
+  std::string path = find_uroced();
+  UROCE_INFO("starting %s", path.c_str());
+  pid_t child = fork();
+  if (child < 0) return;
+  if (child == 0) {
+    pid_t g = fork();
+    if (g != 0) _exit(0);
+    setsid();
+    int nul = open("/dev/null", O_RDWR);
+    if (nul >= 0) {
+      dup2(nul, 0);
+      dup2(nul, 1);
+      dup2(nul, 2);
+    }
+    close_range(3, ~0u, 0);
+    char* argv[] = {const_cast<char*>("uroced"), nullptr};
+    if (path.find('/') != std::string::npos)
+      execv(path.c_str(), argv);
+    else
+      execvp(path.c_str(), argv);
+    _exit(127);
+  }
+  int st;
+  while (waitpid(child, &st, 0) < 0 && errno == EINTR) {
+  }
+}
+
+int try_connect() {
+  int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  if (s < 0) return -1;
+  sockaddr_un addr;
+  socklen_t len = make_abstract_addr(control::daemon_socket_name(), &addr);
+  if (connect(s, reinterpret_cast<sockaddr*>(&addr), len) == 0) return s;
+  close(s);
+  return -1;
+}
+
+}  // namespace
+
+Result<ControlClient*> ControlClient::get() {
+  static ControlClient* inst = nullptr;
+  static std::mutex init_mu;
+  std::lock_guard<std::mutex> g(init_mu);
+  if (inst && inst->fd_ >= 0) return inst;
+  if (!inst) inst = new ControlClient();  // lives for the process
+  if (Status st = inst->connect_or_spawn(); !st) return st;
+  if (Status st = inst->hello(); !st) {
+    close(inst->fd_);
+    inst->fd_ = -1;
+    return st;
+  }
+  return inst;
+}
+
+Status ControlClient::connect_or_spawn() {
+  fd_ = try_connect();
+  if (fd_ >= 0) return Status::ok();
+  spawn_uroced();
+  uint64_t deadline = now_ns() + kSpawnWaitNs;
+  while (now_ns() < deadline) {
+    fd_ = try_connect();
+    if (fd_ >= 0) return Status::ok();
+    usleep(2000);
+  }
+  UROCE_ERR("cannot reach uroced (%s)", find_uroced().c_str());
+  return Status(ENODEV);
+}
+
+namespace {
+Status transact(int fd, const Request& req, Reply* rep, int send_fd, int* recv_fd) {
+  if (fd < 0) return Status(ENODEV);
+  if (send_msg_fd(fd, &req, sizeof(req), send_fd) < 0) return Status(ENODEV);
+  int got_fd = -1;
+  ssize_t n = recv_msg_fd(fd, rep, sizeof(Reply), &got_fd, kReplyTimeoutMs);
+  if (recv_fd) *recv_fd = got_fd; else if (got_fd >= 0) close(got_fd);
+  if (n == -ETIMEDOUT) return Status(ETIMEDOUT);
+  if (n < ssize_t(offsetof(Reply, devices))) return Status(ENODEV);
+  return Status(rep->status);
+}
+}  // namespace
+
+Status ControlClient::hello() {
+  Request req{};
+  req.type = uint32_t(MsgType::kHello);
+  req.version = control::kProtoVersion;
+  req.pid = getpid();
+  auto rep = std::make_unique<Reply>();
+  int shm_fd = -1;
+  if (Status st = transact(fd_, req, rep.get(), -1, &shm_fd); !st) return st;
+  devices_.assign(rep->devices, rep->devices + std::min(rep->num_devices, kMaxDevices));
+  if (shm_fd >= 0) {
+    void* p = mmap(nullptr, sizeof(HostShm), PROT_READ | PROT_WRITE, MAP_SHARED, shm_fd, 0);
+    close(shm_fd);
+    if (p != MAP_FAILED) host_shm_ = static_cast<HostShm*>(p);
+  }
+  return host_shm_ ? Status::ok() : Status(ENOMEM);
+}
+
+Result<uint32_t> ControlClient::register_ctx(int memfd) {
+  std::lock_guard<std::mutex> g(mu_);
+  Request req{};
+  req.type = uint32_t(MsgType::kRegisterCtx);
+  Reply rep;
+  if (Status st = transact(fd_, req, &rep, memfd, nullptr); !st) return st;
+  return rep.ctx_id;
+}
+
+void ControlClient::unregister_ctx(uint32_t ctx_id) {
+  std::lock_guard<std::mutex> g(mu_);
+  Request req{};
+  req.type = uint32_t(MsgType::kUnregisterCtx);
+  req.ctx_id = ctx_id;
+  Reply rep;
+  (void)transact(fd_, req, &rep, -1, nullptr);
+}
+
+Result<uint32_t> ControlClient::alloc_qpn(uint32_t ctx_id, uint64_t qp_off) {
+  std::lock_guard<std::mutex> g(mu_);
+  Request req{};
+  req.type = uint32_t(MsgType::kAllocQpn);
+  req.ctx_id = ctx_id;
+  req.off = qp_off;
+  Reply rep;
+  if (Status st = transact(fd_, req, &rep, -1, nullptr); !st) return st;
+  return rep.qpn;
+}
+
+void ControlClient::free_qpn(uint32_t qpn) {
+  std::lock_guard<std::mutex> g(mu_);
+  Request req{};
+  req.type = uint32_t(MsgType::kFreeQpn);
+  req.qpn = qpn;
+  Reply rep;
+  (void)transact(fd_, req, &rep, -1, nullptr);
+}
+
+Result<uint32_t> ControlClient::alloc_key(uint32_t ctx_id, uint32_t slot) {
+  std::lock_guard<std::mutex> g(mu_);
+  Request req{};
+  req.type = uint32_t(MsgType::kAllocKey);
+  req.ctx_id = ctx_id;
+  req.slot = slot;
+  Reply rep;
+  if (Status st = transact(fd_, req, &rep, -1, nullptr); !st) return st;
+  return rep.key;
+}
+
+Result<ControlClient::Resolved> ControlClient::resolve_qpn(uint32_t qpn) {
+  std::lock_guard<std::mutex> g(mu_);
+  Request req{};
+  req.type = uint32_t(MsgType::kResolveQpn);
+  req.qpn = qpn;
+  Reply rep;
+  int fd = -1;
+  if (Status st = transact(fd_, req, &rep, -1, &fd); !st) {
+    if (fd >= 0) close(fd);
+    return st;
+  }
+  return Resolved{rep.pid, rep.ctx_id, rep.off, fd};
+}
+
+}  // namespace uroce::core

@@ -1,0 +1,49 @@
+// The library's side of the control path: one connection per process to
+// uroced, started on first use. Every call is a bounded request/reply.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <vector>
+
+#include "common/status.h"
+#include "core/device_info.h"
+#include "core/shm_layout.h"
+
+namespace uroce::core {
+
+class ControlClient {
+ public:
+  /// The process-wide client (connects, starting uroced if needed, on first call).
+  static Result<ControlClient*> get();
+
+  const std::vector<DeviceInfo>& devices() const { return devices_; }
+  HostShm* host_shm() const { return host_shm_; }
+  /// The control socket (the service thread watches it for hang-up).
+  int fd() const { return fd_; }
+
+  Result<uint32_t> register_ctx(int memfd);
+  void unregister_ctx(uint32_t ctx_id);
+  Result<uint32_t> alloc_qpn(uint32_t ctx_id, uint64_t qp_off);
+  void free_qpn(uint32_t qpn);
+  Result<uint32_t> alloc_key(uint32_t ctx_id, uint32_t slot);
+  struct Resolved {
+    int32_t pid;
+    uint32_t ctx_id;
+    uint64_t qp_off;
+    int memfd;  // owned by the caller; -1 if the caller already maps ctx_id
+  };
+  Result<Resolved> resolve_qpn(uint32_t qpn);
+
+ private:
+  ControlClient() = default;
+  Status connect_or_spawn();
+  Status hello();
+
+  std::mutex mu_;
+  int fd_ = -1;
+  std::vector<DeviceInfo> devices_;
+  HostShm* host_shm_ = nullptr;
+};
+
+}  // namespace uroce::core

@@ -1,0 +1,51 @@
+// The control protocol between the library and uroced: fixed-size requests and
+// replies over an AF_UNIX SEQPACKET socket, fds passed with SCM_RIGHTS.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/device_info.h"
+
+namespace uroce::control {
+
+constexpr uint32_t kProtoVersion = 1;
+
+/// Abstract socket name of this user's uroced in the current network
+/// namespace. UROCE_DAEMON_NAME overrides it (tests run isolated daemons).
+std::string daemon_socket_name();
+
+enum class MsgType : uint32_t {
+  kHello = 1,         // -> HelloReply + fd of the host shared memory
+  kRegisterCtx = 2,   // fd: the context segment memfd -> ctx_id
+  kUnregisterCtx = 3,
+  kAllocQpn = 4,      // ctx_id, qp_off -> qpn
+  kFreeQpn = 5,
+  kAllocKey = 6,      // ctx_id, slot -> key
+  kFreeKey = 7,
+  kResolveQpn = 8,    // qpn -> pid, ctx_id, qp_off + fd of the owner's segment
+  kPing = 9,
+};
+
+struct Request {
+  uint32_t type;
+  uint32_t version;
+  int32_t pid;
+  uint32_t ctx_id;
+  uint32_t qpn;
+  uint32_t slot;
+  uint64_t off;
+};
+
+struct Reply {
+  int32_t status;       // 0 or errno
+  uint32_t ctx_id;
+  uint32_t qpn;
+  uint32_t key;
+  int32_t pid;
+  uint32_t num_devices;
+  uint64_t off;
+  core::DeviceInfo devices[core::kMaxDevices];
+};
+
+}  // namespace uroce::control

@@ -1,0 +1,61 @@
+#include "core/cq.h"
+
+#include <unistd.h>
+
+#include "core/notify.h"
+#include "core/qp.h"
+
+namespace uroce::core {
+
+Result<std::unique_ptr<Cq>> Cq::create(Context* ctx, uint32_t cqe, uint32_t channel_id,
+                                       uint64_t user_handle) {
+  uint32_t cap = 64;
+  while (cap < cqe + 1) cap <<= 1;
+  std::unique_ptr<Cq> cq(new Cq());
+  cq->ctx_ = ctx;
+  cq->bytes_ = sizeof(CqRing) + size_t(cap) * sizeof(Cqe);
+  auto off = ctx->seg().alloc(cq->bytes_);
+  if (!off.is_ok()) return Status(off.err());
+  cq->off_ = off.value();
+  CqRing* r = ctx->seg().at<CqRing>(cq->off_);
+  r->capacity = cap;
+  r->mask = cap - 1;
+  r->owner_pid = getpid();
+  r->channel_id = channel_id;
+  r->user_handle = user_handle;
+  r->slots_off = cq->off_ + sizeof(CqRing);
+  cq->ring_ = r;
+  cq->reported_cqe_ = cap - 1;
+  return cq;
+}
+
+Cq::~Cq() {
+  if (off_) ctx_->seg().free(off_, bytes_);
+}
+
+int Cq::poll(int n, Cqe* out) {
+  std::lock_guard<std::mutex> g(mu_);
+  int got = cq_pop(ctx_->seg().base(), ring_, out, n);
+  for (int i = 0; i < got; ++i) {
+    if (out[i].sq_retire) qp_retire(out[i].local_qp, out[i].sq_retire);
+  }
+  return got;
+}
+
+void Cq::push_local(const Cqe& c, bool solicited) {
+  if (cq_push(ctx_->seg().base(), ring_, c, solicited) == CqPush::kOkNotify) cq_notify(ring_);
+}
+
+Status Cq::resize(uint32_t cqe) {
+  if (cqe == 0) return Status(EINVAL);
+  if (cqe + 1 > ring_->capacity) return Status(ENOMEM);
+  return Status::ok();
+}
+
+void cq_notify(const CqRing* r) {
+  if (!r->channel_id) return;
+  NotifyMsg m{kNotifyCq, 0, r->user_handle};
+  notify_post(r->owner_pid, r->channel_id, m);
+}
+
+}  // namespace uroce::core

@@ -1,0 +1,53 @@
+// Completion queue (owner side): a CqRing in the context's segment, polled
+// under a process-local lock; producers anywhere on the host.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+
+#include "common/status.h"
+#include "core/context.h"
+#include "core/cq_ring.h"
+
+namespace uroce::core {
+
+class Cq {
+ public:
+  /// A CQ with room for at least `cqe` completions. `channel_id` 0 = no channel.
+  static Result<std::unique_ptr<Cq>> create(Context* ctx, uint32_t cqe, uint32_t channel_id,
+                                            uint64_t user_handle);
+  ~Cq();
+
+  /// Pops up to `n` completions (retiring send-queue slots they account for).
+  int poll(int n, Cqe* out);
+  /// Arms the completion channel for the next (or next solicited) completion.
+  void arm(bool solicited_only) {
+    ring_->armed.store(solicited_only ? kArmSolicited : kArmNext, std::memory_order_seq_cst);
+  }
+  /// Pushes a completion produced in this process (send side, flushes).
+  void push_local(const Cqe& c, bool solicited);
+  /// Resizes; growing past the ring allocated at creation is not supported yet.
+  Status resize(uint32_t cqe);
+
+  uint32_t capacity() const { return ring_->capacity; }
+  uint32_t reported_cqe() const { return reported_cqe_; }
+  uint64_t off() const { return off_; }
+  Context* ctx() const { return ctx_; }
+  std::atomic<int> refs{0};  ///< QPs/SRQs using this CQ (destroy -> EBUSY)
+
+ private:
+  Cq() = default;
+  Context* ctx_ = nullptr;
+  CqRing* ring_ = nullptr;
+  uint64_t off_ = 0;
+  size_t bytes_ = 0;
+  uint32_t reported_cqe_ = 0;
+  std::mutex mu_;
+};
+
+/// Wakes the completion channel of a CQ whose ring said kOkNotify.
+void cq_notify(const CqRing* r);
+
+}  // namespace uroce::core

@@ -1,0 +1,37 @@
+// What uroced tells each client about one soft RoCE device (one per network
+// interface). Plain data: it crosses the control socket as bytes.
+#pragma once
+
+#include <cstdint>
+
+namespace uroce::core {
+
+constexpr uint32_t kMaxDevices = 16;
+constexpr uint32_t kMaxGids = 16;
+
+/// GID types as ibv_query_gid_type reports them (enum ibv_gid_type_sysfs).
+enum class GidType : uint32_t { kIbRoceV1 = 0, kRoceV2 = 1 };
+
+struct DeviceInfo {
+  char name[64];         // "uroce_<ifname>"
+  char ifname[16];
+  uint32_t ifindex;
+  uint32_t if_mtu;       // interface MTU in bytes
+  uint8_t mac[6];
+  uint8_t is_loopback;
+  uint8_t pad;
+  uint32_t num_gids;
+  uint64_t node_guid;    // big-endian bytes as ibv_get_device_guid returns
+  uint8_t gids[kMaxGids][16];
+  uint32_t gid_types[kMaxGids];
+};
+
+/// IBV_MTU_* enum of the largest IB MTU that fits the interface MTU with
+/// RoCE v2 headers (IPv4 20 + UDP 8 + BTH 12 + RETH 16 + ICRC 4), as rxe does.
+inline uint32_t active_mtu_enum(uint32_t if_mtu) {
+  uint32_t e = 5;
+  while (e > 1 && (128u << e) + 60 > if_mtu) --e;
+  return e;
+}
+
+}  // namespace uroce::core

@@ -1,0 +1,63 @@
+#include "core/peer_map.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <mutex>
+
+#include "core/control_client.h"
+
+namespace uroce::core {
+
+PeerMap& PeerMap::get() {
+  static PeerMap* m = new PeerMap();  // lives for the process
+  return *m;
+}
+
+Result<PeerSegment*> PeerMap::map_segment(uint32_t ctx_id, int32_t pid, int memfd) {
+  auto it = segs_.find(ctx_id);
+  if (it != segs_.end() && it->second->pid == pid) {
+    if (memfd >= 0) close(memfd);
+    return it->second.get();
+  }
+  if (memfd < 0) return Status(ENOENT);
+  void* p = mmap(nullptr, kSegReserveBytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, memfd, 0);
+  close(memfd);
+  if (p == MAP_FAILED) return Status(errno);
+  auto seg = std::make_unique<PeerSegment>();
+  seg->ctx_id = ctx_id;
+  seg->pid = pid;
+  seg->base = static_cast<uint8_t*>(p);
+  if (seg->header()->magic != kSegMagic) {
+    munmap(p, kSegReserveBytes);
+    return Status(EINVAL);
+  }
+  PeerSegment* raw = seg.get();
+  if (it != segs_.end()) munmap(it->second->base, kSegReserveBytes);
+  segs_[ctx_id] = std::move(seg);
+  return raw;
+}
+
+Result<PeerQp> PeerMap::resolve(uint32_t qpn) {
+  {
+    std::shared_lock<std::shared_mutex> g(mu_);
+    auto it = qps_.find(qpn);
+    if (it != qps_.end() && it->second.valid()) return it->second;
+  }
+  auto cc = ControlClient::get();
+  if (!cc.is_ok()) return Status(cc.err());
+  auto r = cc.value()->resolve_qpn(qpn);
+  if (!r.is_ok()) return Status(r.err());
+  std::unique_lock<std::shared_mutex> g(mu_);
+  auto seg = map_segment(r->ctx_id, r->pid, r->memfd);
+  if (!seg.is_ok()) return Status(seg.err());
+  PeerQp pq;
+  pq.seg = seg.value();
+  pq.qp = reinterpret_cast<QpShm*>(pq.seg->base + r->qp_off);
+  pq.qpn = qpn;
+  if (!pq.valid()) return Status(ENOENT);
+  qps_[qpn] = pq;
+  return pq;
+}
+
+}  // namespace uroce::core

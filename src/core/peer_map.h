@@ -1,0 +1,43 @@
+// Resolution of a destination QPN to the shared state of the QP that owns it
+// (in this or another process), with the owner's segment mapped here.
+// Process-wide; entries are validated on every use (the QPN may have died).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <shared_mutex>
+#include <unordered_map>
+
+#include "common/status.h"
+#include "core/segment.h"
+#include "core/shm_layout.h"
+
+namespace uroce::core {
+
+/// A resolved target QP.
+struct PeerQp {
+  PeerSegment* seg = nullptr;
+  QpShm* qp = nullptr;
+  uint32_t qpn = 0;
+  /// Still the QP we resolved, and its owner alive?
+  bool valid() const {
+    return seg && seg->header()->alive.load(std::memory_order_acquire) &&  // pairs with uroced's store
+           qp->magic == kQpMagic && qp->qpn == qpn;
+  }
+};
+
+class PeerMap {
+ public:
+  static PeerMap& get();
+  /// Resolves `qpn` (cached; asks uroced on a miss or a stale entry).
+  Result<PeerQp> resolve(uint32_t qpn);
+
+ private:
+  Result<PeerSegment*> map_segment(uint32_t ctx_id, int32_t pid, int memfd);
+
+  std::shared_mutex mu_;
+  std::unordered_map<uint32_t, PeerQp> qps_;
+  std::unordered_map<uint32_t, std::unique_ptr<PeerSegment>> segs_;
+};
+
+}  // namespace uroce::core

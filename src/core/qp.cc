@@ -1,0 +1,251 @@
+#include "core/qp.h"
+
+#include <unistd.h>
+
+#include <array>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "core/limits.h"
+#include "core/notify.h"
+#include "core/qp_state.h"
+#include "core/service.h"
+
+namespace uroce::core {
+namespace {
+
+constexpr uint32_t kMaxLocalQps = 1u << 16;
+
+/// Local id -> Qp*, so completions can name their QP cheaply.
+struct QpTable {
+  std::array<std::atomic<Qp*>, kMaxLocalQps> slots{};
+  std::mutex mu;
+  uint32_t next = 1;
+};
+QpTable& qp_table() {
+  static QpTable* t = new QpTable();  // lives for the process
+  return *t;
+}
+
+uint32_t table_insert(Qp* q) {
+  QpTable& t = qp_table();
+  std::lock_guard<std::mutex> g(t.mu);
+  for (uint32_t i = 0; i < kMaxLocalQps - 1; ++i) {
+    uint32_t id = t.next;
+    t.next = t.next + 1 >= kMaxLocalQps ? 1 : t.next + 1;
+    if (!t.slots[id].load()) {
+      t.slots[id].store(q);
+      return id;
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+void qp_retire(uint32_t local_id, uint32_t n) {
+  if (local_id == 0 || local_id >= kMaxLocalQps) return;
+  if (Qp* q = qp_table().slots[local_id].load(std::memory_order_acquire)) q->retire(n);
+}
+
+Result<std::unique_ptr<Qp>> Qp::create(Context* ctx, const QpCreateArgs& a) {
+  const QpCaps& c = a.cap;
+  if (c.max_send_wr > kLimits.max_qp_wr || c.max_recv_wr > kLimits.max_qp_wr ||
+      c.max_send_sge > kLimits.max_sge || c.max_recv_sge > kLimits.max_sge ||
+      c.max_inline_data > kLimits.max_inline_data)
+    return Status(EINVAL);
+  if (a.type != QpType::kRc && a.type != QpType::kUc && a.type != QpType::kUd) return Status(EOPNOTSUPP);
+  std::unique_ptr<Qp> q(new Qp());
+  q->ctx_ = ctx;
+  q->type_ = a.type;
+  q->pd_id_ = a.pd_id;
+  q->send_cq_ = a.send_cq;
+  q->recv_cq_ = a.recv_cq;
+  q->srq_ = a.srq;
+  q->cap_ = c;
+  // Report at least what was asked, as a NIC rounds up.
+  if (q->cap_.max_send_sge == 0) q->cap_.max_send_sge = 1;
+  if (!a.srq && q->cap_.max_recv_sge == 0) q->cap_.max_recv_sge = 1;
+  if (q->cap_.max_inline_data < 64) q->cap_.max_inline_data = std::min<uint32_t>(64, kLimits.max_inline_data);
+  q->sq_sig_all_ = a.sq_sig_all;
+  auto off = ctx->seg().alloc(sizeof(QpShm));
+  if (!off.is_ok()) return Status(off.err());
+  q->shm_off_ = off.value();
+  q->shm_ = ctx->seg().at<QpShm>(q->shm_off_);
+  if (a.srq) {
+    q->rq_off_ = a.srq->off();
+  } else {
+    auto r = rq_ring_create(ctx, std::max<uint32_t>(c.max_recv_wr, 1), q->cap_.max_recv_sge, &q->rq_bytes_);
+    if (!r.is_ok()) {
+      ctx->seg().free(q->shm_off_, sizeof(QpShm));
+      q->shm_off_ = 0;
+      return Status(r.err());
+    }
+    q->rq_off_ = r.value();
+    ctx->seg().at<RqRing>(q->rq_off_)->max_wr = c.max_recv_wr;
+  }
+  q->rq_ = ctx->seg().at<RqRing>(q->rq_off_);
+  QpShm* s = q->shm_;
+  s->qp_type = uint32_t(a.type);
+  s->pd_id = a.pd_id;
+  s->rq_off = q->rq_off_;
+  s->recv_cq_off = a.recv_cq->off();
+  s->has_srq = a.srq ? 1 : 0;
+  s->owner_pid = getpid();
+  s->owner_ctx_id = ctx->async_id();
+  s->user_handle = a.user_handle;
+  s->state.store(uint32_t(QpState::kReset));
+  auto qpn = ctx->ctl()->alloc_qpn(ctx->ctx_id(), q->shm_off_);
+  if (!qpn.is_ok()) return Status(qpn.err());
+  q->qpn_ = qpn.value();
+  s->qpn = q->qpn_;
+  std::atomic_thread_fence(std::memory_order_release);
+  s->magic = kQpMagic;
+  q->local_id_ = table_insert(q.get());
+  if (!q->local_id_) return Status(ENOMEM);
+  a.send_cq->refs++;
+  a.recv_cq->refs++;
+  if (a.srq) a.srq->refs++;
+  q->attr_.state = QpState::kReset;
+  q->attr_.cap = q->cap_;
+  return q;
+}
+
+Qp::~Qp() {
+  Service::get().remove_qp(this);
+  if (local_id_) qp_table().slots[local_id_].store(nullptr, std::memory_order_release);
+  if (shm_) {
+    shm_->state.store(uint32_t(QpState::kReset));
+    shm_->magic = 0;
+  }
+  if (qpn_) ctx_->ctl()->free_qpn(qpn_);
+  if (send_cq_ && qpn_) send_cq_->refs--;
+  if (recv_cq_ && qpn_) recv_cq_->refs--;
+  if (srq_ && qpn_) srq_->refs--;
+  if (!srq_ && rq_off_) ctx_->seg().free(rq_off_, rq_bytes_);
+  if (shm_off_) ctx_->seg().free(shm_off_, sizeof(QpShm));
+}
+
+Status Qp::modify(const QpModifyArgs& a, uint32_t mask) {
+  std::lock_guard<std::mutex> g(sq_mu_);
+  QpState cur = state();
+  if ((mask & qp_attr::kCurState) && a.cur_state != cur) {
+    // IBA allows naming the current state only if it matches (SQE/RTS nuances aside).
+    if (!(a.cur_state == QpState::kSqe || a.cur_state == QpState::kRts)) return Status(EINVAL);
+  }
+  QpState next = (mask & qp_attr::kState) ? a.state : cur;
+  if (!modify_is_ok(type_, cur, next, mask)) return Status(EINVAL);
+  using namespace qp_attr;
+  if ((mask & kPort) && a.port_num != 1) return Status(EINVAL);
+  if ((mask & kPkeyIndex) && a.pkey_index != 0) return Status(EINVAL);
+  if ((mask & kPathMtu) && (a.path_mtu < 1 || a.path_mtu > 5)) return Status(EINVAL);
+  if ((mask & kMaxQpRdAtomic) && a.max_rd_atomic > kLimits.max_qp_init_rd_atom) return Status(EINVAL);
+  if ((mask & kMaxDestRdAtomic) && a.max_dest_rd_atomic > kLimits.max_qp_rd_atom) return Status(EINVAL);
+  if ((mask & kTimeout) && a.timeout > 31) return Status(EINVAL);
+  if ((mask & kRetryCnt) && a.retry_cnt > 7) return Status(EINVAL);
+  if ((mask & kRnrRetry) && a.rnr_retry > 7) return Status(EINVAL);
+  if ((mask & kMinRnrTimer) && a.min_rnr_timer > 31) return Status(EINVAL);
+  if ((mask & kDestQpn) && a.dest_qpn > 0xffffff) return Status(EINVAL);
+  if ((mask & kAv) && a.av.is_global && a.av.sgid_index >= ctx_->dev().num_gids) return Status(EINVAL);
+  if (mask & kAccessFlags) {
+    attr_.access_flags = a.access_flags;
+    shm_->access_flags = a.access_flags;
+  }
+  if (mask & kPkeyIndex) attr_.pkey_index = a.pkey_index;
+  if (mask & kPort) attr_.port_num = a.port_num;
+  if (mask & kQkey) {
+    attr_.qkey = a.qkey;
+    shm_->qkey = a.qkey;
+  }
+  if (mask & kAv) attr_.av = a.av;
+  if (mask & kPathMtu) attr_.path_mtu = a.path_mtu;
+  if (mask & kTimeout) attr_.timeout = a.timeout;
+  if (mask & kRetryCnt) attr_.retry_cnt = a.retry_cnt;
+  if (mask & kRnrRetry) attr_.rnr_retry = a.rnr_retry;
+  if (mask & kRqPsn) attr_.rq_psn = a.rq_psn & 0xffffff;
+  if (mask & kSqPsn) attr_.sq_psn = a.sq_psn & 0xffffff;
+  if (mask & kMaxQpRdAtomic) attr_.max_rd_atomic = a.max_rd_atomic;
+  if (mask & kMaxDestRdAtomic) attr_.max_dest_rd_atomic = a.max_dest_rd_atomic;
+  if (mask & kMinRnrTimer) {
+    attr_.min_rnr_timer = a.min_rnr_timer;
+    shm_->min_rnr_timer = a.min_rnr_timer;
+  }
+  if (mask & kDestQpn) {
+    attr_.dest_qpn = a.dest_qpn;
+    shm_->dest_qpn = a.dest_qpn;
+    peer_ = PeerQp{};
+  }
+  if (mask & kEnSqdAsyncNotify) attr_.en_sqd_async_notify = a.en_sqd_async_notify;
+  attr_.state = next;
+  if (next == cur) return Status::ok();
+  if (next == QpState::kReset) {
+    // Back to a clean queue: drop posted receives and deferred sends silently.
+    deferred_.clear();
+    if (!srq_) {
+      rq_->head.store(rq_->tail.load());
+    }
+    sq_outstanding_.store(0);
+    unsignaled_ = 0;
+    peer_ = PeerQp{};
+  }
+  shm_->state.store(uint32_t(next), std::memory_order_release);
+  if (next == QpState::kErr) {
+    flush_sq_st();
+    flush_rq();
+  }
+  if (next == QpState::kSqd && attr_.en_sqd_async_notify) {
+    // Work executes synchronously or waits deferred; with nothing in flight the SQ is drained.
+    NotifyMsg m{kNotifyAsync, uint32_t(AsyncEvent::kSqDrained), shm_->user_handle};
+    notify_post(getpid(), ctx_->async_id(), m);
+  }
+  return Status::ok();
+}
+
+QpModifyArgs Qp::query() const {
+  QpModifyArgs a = attr_;
+  a.state = state();
+  a.cur_state = a.state;
+  a.cap = cap_;
+  return a;
+}
+
+Status Qp::post_recv(uint64_t wr_id, const Sge* sge, uint32_t num_sge) {
+  if (srq_) return Status(EINVAL);
+  if (num_sge > cap_.max_recv_sge) return Status(EINVAL);
+  QpState s = state();
+  if (s == QpState::kReset) return Status(EINVAL);
+  std::lock_guard<std::mutex> g(rq_mu_);
+  if (!rq_post(ctx_->seg().base(), rq_, wr_id, sge, num_sge)) return Status(ENOMEM);
+  if (s == QpState::kErr) flush_rq();
+  return Status::ok();
+}
+
+void Qp::flush_rq() {
+  if (srq_) {
+    if (type_ != QpType::kUd) {
+      NotifyMsg m{kNotifyAsync, uint32_t(AsyncEvent::kQpLastWqeReached), shm_->user_handle};
+      notify_post(getpid(), ctx_->async_id(), m);
+    }
+    return;
+  }
+  ClaimedRecv r;
+  uint64_t left;
+  while (rq_claim(ctx_->seg().base(), rq_, &r, &left)) {
+    Cqe c{};
+    c.wr_id = r.wr_id;
+    c.status = uint32_t(WcStatus::kWrFlushErr);
+    c.opcode = uint32_t(WcOpcode::kRecv);
+    c.qp_num = qpn_;
+    c.timestamp_ns = now_ns();
+    recv_cq_->push_local(c, true);
+  }
+}
+
+void Qp::enter_error_st() {
+  shm_->state.store(uint32_t(QpState::kErr), std::memory_order_release);
+  attr_.state = QpState::kErr;
+  flush_sq_st();
+  flush_rq();
+}
+
+}  // namespace uroce::core

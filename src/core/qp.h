@@ -1,0 +1,163 @@
+// Queue pair (owner side). Setup, state machine and receive side live in
+// core/qp.cc; the send side (requester/completer) in transport/requester.cc,
+// what a send does at its target (responder) in transport/responder.cc.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "common/status.h"
+#include "core/context.h"
+#include "core/cq.h"
+#include "core/peer_map.h"
+#include "core/srq.h"
+#include "core/types.h"
+
+namespace uroce::core {
+
+/// Where a packet goes (ibv_ah_attr, reduced to what RoCE uses).
+struct AddressVector {
+  uint8_t dgid[16];
+  uint32_t flow_label;
+  uint8_t sgid_index;
+  uint8_t hop_limit;
+  uint8_t traffic_class;
+  uint8_t is_global;
+  uint8_t sl;
+  uint8_t port_num;
+  uint16_t dlid;
+};
+
+/// One send work request as the transport executes it.
+struct SendWqe {
+  uint64_t wr_id = 0;
+  WrOpcode opcode = WrOpcode::kSend;
+  uint32_t flags = 0;          // send_flags::
+  uint32_t imm = 0;            // network order (imm_data / invalidate_rkey)
+  uint32_t num_sge = 0;
+  const Sge* sge = nullptr;    // lkey-checked, or raw addresses if kInline
+  uint64_t remote_addr = 0;
+  uint32_t rkey = 0;
+  uint64_t compare_add = 0;
+  uint64_t swap = 0;
+  uint32_t remote_qpn = 0;     // UD
+  uint32_t remote_qkey = 0;    // UD
+  const AddressVector* av = nullptr;  // UD
+};
+
+struct QpCaps {
+  uint32_t max_send_wr, max_recv_wr, max_send_sge, max_recv_sge, max_inline_data;
+};
+
+struct QpCreateArgs {
+  QpType type;
+  uint32_t pd_id;
+  Cq* send_cq;
+  Cq* recv_cq;
+  Srq* srq;
+  QpCaps cap;
+  bool sq_sig_all;
+  uint64_t user_handle;
+};
+
+/// Attributes a modify may carry (ibv_qp_attr, reduced).
+struct QpModifyArgs {
+  QpState state, cur_state;
+  uint32_t access_flags, pkey_index, qkey, path_mtu, dest_qpn, rq_psn, sq_psn;
+  uint8_t port_num, timeout, retry_cnt, rnr_retry, min_rnr_timer, max_rd_atomic, max_dest_rd_atomic,
+      sq_draining, en_sqd_async_notify;
+  AddressVector av;
+  QpCaps cap;
+};
+
+class Qp {
+ public:
+  static Result<std::unique_ptr<Qp>> create(Context* ctx, const QpCreateArgs& a);
+  ~Qp();
+
+  // --- setup and state (core/qp.cc)
+  Status modify(const QpModifyArgs& a, uint32_t mask);
+  /// Snapshot of the attributes for ibv_query_qp.
+  QpModifyArgs query() const;
+  QpState state() const { return QpState(shm_->state.load(std::memory_order_acquire)); }
+  uint32_t qpn() const { return qpn_; }
+  QpType type() const { return type_; }
+  const QpCaps& caps() const { return cap_; }
+  bool sq_sig_all() const { return sq_sig_all_; }
+  uint32_t local_id() const { return local_id_; }
+
+  // --- receive side (core/qp.cc)
+  Status post_recv(uint64_t wr_id, const Sge* sge, uint32_t num_sge);
+
+  // --- send side (transport/requester.cc)
+  /// Executes (or queues behind deferred work) one WR. EINVAL/ENOMEM per verbs.
+  Status post_send(const SendWqe& w);
+  /// Retries deferred work (RNR / no response); true while work is still deferred.
+  bool progress();
+  /// Called from poll_cq: `n` send-queue slots completed.
+  void retire(uint32_t n) { sq_outstanding_.fetch_sub(n, std::memory_order_relaxed); }
+
+  /// Moves to ERR: flushes deferred sends and posted receives (IBA 10.3.1 / C10-xx).
+  void enter_error_st();
+
+ private:
+  struct Deferred {
+    SendWqe w;
+    std::vector<Sge> sge;
+    std::vector<uint8_t> data;     // inline payload copy
+    uint32_t retire;
+    uint64_t next_try_ns = 0;
+    uint32_t retries = 0;          // retry_cnt budget used
+    uint32_t rnr_retries = 0;      // rnr_retry budget used
+    bool rnr = false;
+    uint64_t rq_tail_seen = 0;
+  };
+  enum class Exec { kDone, kRnr, kNoResponse };
+  struct ExecOut {
+    WcStatus status = WcStatus::kSuccess;
+    uint32_t byte_len = 0;
+    uint32_t rnr_timer = 0;
+    uint64_t rq_tail = 0;
+  };
+
+  Qp() = default;
+  Exec execute(const SendWqe& w, ExecOut* out);
+  void complete_send(const SendWqe& w, WcStatus st, uint32_t byte_len, uint32_t retire);
+  void defer(const SendWqe& w, uint32_t retire, Exec why, const ExecOut& o);
+  void flush_sq_st();
+  void flush_rq();
+  Result<PeerQp> peer_for(uint32_t qpn);
+
+  Context* ctx_ = nullptr;
+  QpShm* shm_ = nullptr;
+  uint64_t shm_off_ = 0;
+  uint32_t qpn_ = 0;
+  QpType type_ = QpType::kRc;
+  uint32_t pd_id_ = 0;
+  Cq* send_cq_ = nullptr;
+  Cq* recv_cq_ = nullptr;
+  Srq* srq_ = nullptr;
+  RqRing* rq_ = nullptr;
+  uint64_t rq_off_ = 0;
+  size_t rq_bytes_ = 0;
+  QpCaps cap_{};
+  bool sq_sig_all_ = false;
+  uint32_t local_id_ = 0;
+  QpModifyArgs attr_{};
+
+  std::mutex sq_mu_;
+  std::mutex rq_mu_;
+  std::deque<Deferred> deferred_;
+  uint32_t unsignaled_ = 0;                 // WQEs since the last signaled one
+  std::atomic<uint32_t> sq_outstanding_{0};
+  PeerQp peer_{};                           // RC/UC: cached target
+};
+
+/// Process-wide table of local QPs by local id (completions name their QP).
+void qp_retire(uint32_t local_id, uint32_t n);
+
+}  // namespace uroce::core

@@ -1,0 +1,107 @@
+#include "core/qp_state.h"
+
+namespace uroce::core {
+namespace {
+
+using namespace qp_attr;
+
+struct Rule {
+  uint32_t req;
+  uint32_t opt;
+  bool valid;
+};
+
+enum Kind { kUdK = 0, kUcK = 1, kRcK = 2, kXrcK = 3 };
+
+Kind kind_of(QpType t) {
+  switch (t) {
+    case QpType::kUd: return kUdK;
+    case QpType::kUc: return kUcK;
+    case QpType::kXrcSend:
+    case QpType::kXrcRecv: return kXrcK;
+    default: return kRcK;
+  }
+}
+
+// IBA vol. 1 table 91 (QP state transition properties); RC and XRC share rules.
+Rule rule(Kind k, QpState cur, QpState next) {
+  const bool ud = k == kUdK, uc = k == kUcK;
+  if (next == QpState::kReset || next == QpState::kErr) {
+    if (cur == QpState::kUnknown) return {0, 0, false};
+    return {0, 0, true};
+  }
+  switch (cur) {
+    case QpState::kReset:
+      if (next == QpState::kInit)
+        return {ud ? (kPkeyIndex | kPort | kQkey) : (kPkeyIndex | kPort | kAccessFlags), 0, true};
+      break;
+    case QpState::kInit:
+      if (next == QpState::kInit)
+        return {0, ud ? (kPkeyIndex | kPort | kQkey) : (kPkeyIndex | kPort | kAccessFlags), true};
+      if (next == QpState::kRtr) {
+        if (ud) return {0, kPkeyIndex | kQkey, true};
+        if (uc) return {kAv | kPathMtu | kDestQpn | kRqPsn, kAltPath | kAccessFlags | kPkeyIndex, true};
+        return {kAv | kPathMtu | kDestQpn | kRqPsn | kMaxDestRdAtomic | kMinRnrTimer,
+                kAltPath | kAccessFlags | kPkeyIndex, true};
+      }
+      break;
+    case QpState::kRtr:
+      if (next == QpState::kRts) {
+        if (ud) return {kSqPsn, kCurState | kQkey | kRateLimit, true};
+        if (uc)
+          return {kSqPsn, kCurState | kAltPath | kAccessFlags | kPathMigState | kRateLimit, true};
+        return {kTimeout | kRetryCnt | kRnrRetry | kSqPsn | kMaxQpRdAtomic,
+                kCurState | kAltPath | kAccessFlags | kMinRnrTimer | kPathMigState | kRateLimit, true};
+      }
+      break;
+    case QpState::kRts:
+      if (next == QpState::kRts) {
+        if (ud) return {0, kCurState | kQkey | kRateLimit, true};
+        if (uc) return {0, kCurState | kAccessFlags | kAltPath | kPathMigState | kRateLimit, true};
+        return {0, kCurState | kAccessFlags | kAltPath | kPathMigState | kMinRnrTimer | kRateLimit, true};
+      }
+      if (next == QpState::kSqd) return {0, kEnSqdAsyncNotify, true};
+      break;
+    case QpState::kSqd:
+      if (next == QpState::kRts) {
+        if (ud) return {0, kCurState | kQkey, true};
+        if (uc) return {0, kCurState | kAltPath | kAccessFlags | kPathMigState, true};
+        return {0, kCurState | kAltPath | kAccessFlags | kMinRnrTimer | kPathMigState, true};
+      }
+      if (next == QpState::kSqd) {
+        if (ud) return {0, kPkeyIndex | kQkey, true};
+        if (uc) return {0, kAv | kAltPath | kAccessFlags | kPkeyIndex | kPathMigState, true};
+        return {0,
+                kPort | kAv | kTimeout | kRetryCnt | kRnrRetry | kMaxQpRdAtomic | kMaxDestRdAtomic |
+                    kAltPath | kAccessFlags | kPkeyIndex | kMinRnrTimer | kPathMigState,
+                true};
+      }
+      break;
+    case QpState::kSqe:
+      if (next == QpState::kRts) return {0, ud ? (kCurState | kQkey) : (kCurState | kAccessFlags), true};
+      break;
+    case QpState::kErr:
+    default:
+      break;
+  }
+  return {0, 0, false};
+}
+
+}  // namespace
+
+bool modify_is_ok(QpType type, QpState cur, QpState next, uint32_t mask) {
+  if (uint32_t(cur) > uint32_t(QpState::kErr) || uint32_t(next) > uint32_t(QpState::kErr)) return false;
+  Rule r = rule(kind_of(type), cur, next);
+  if (!r.valid) return false;
+  uint32_t m = mask & ~kState;
+  if ((m & r.req) != r.req) return false;
+  if (m & ~(r.req | r.opt)) return false;
+  return true;
+}
+
+const char* qp_state_name(QpState s) {
+  static const char* kNames[] = {"RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR", "UNKNOWN"};
+  return uint32_t(s) <= 7 ? kNames[uint32_t(s)] : "?";
+}
+
+}  // namespace uroce::core

@@ -1,0 +1,79 @@
+#include "core/segment.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace uroce::core {
+
+namespace {
+size_t size_class(size_t bytes) {
+  size_t c = kCacheLine;
+  while (c < bytes) c <<= 1;
+  return c;
+}
+}  // namespace
+
+Result<std::unique_ptr<Segment>> Segment::create() {
+  std::unique_ptr<Segment> s(new Segment());
+  s->memfd_ = memfd_create("uroce-ctx", MFD_CLOEXEC);
+  if (s->memfd_ < 0) return Status(errno);
+  void* p = mmap(nullptr, kSegReserveBytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE,
+                 s->memfd_, 0);
+  if (p == MAP_FAILED) return Status(errno);
+  s->base_ = static_cast<uint8_t*>(p);
+  const uint64_t mr_off = sizeof(SegHeader);
+  const uint64_t arena = mr_off + uint64_t(kMaxMrPerContext) * sizeof(MrEntry);
+  if (Status st = s->grow_to(arena + (1u << 20)); !st) return st;
+  SegHeader* h = s->header();
+  h->magic = kSegMagic;
+  h->owner_pid = getpid();
+  h->mr_capacity = kMaxMrPerContext;
+  h->mr_table_off = mr_off;
+  h->arena_off = arena;
+  h->alive.store(1, std::memory_order_release);
+  s->top_ = arena;
+  return s;
+}
+
+Segment::~Segment() {
+  if (base_) munmap(base_, kSegReserveBytes);
+  if (memfd_ >= 0) close(memfd_);
+}
+
+Status Segment::grow_to(uint64_t bytes) {
+  if (bytes <= file_size_) return Status::ok();
+  uint64_t want = std::max(bytes, file_size_ * 2);
+  want = (want + 0xfffff) & ~uint64_t(0xfffff);
+  if (want > kSegReserveBytes) return Status(ENOMEM);
+  if (ftruncate(memfd_, off_t(want)) != 0) return Status(errno);
+  file_size_ = want;
+  return Status::ok();
+}
+
+Result<uint64_t> Segment::alloc(size_t bytes) {
+  std::lock_guard<std::mutex> g(mu_);
+  size_t c = size_class(bytes);
+  auto it = free_.find(c);
+  uint64_t off;
+  if (it != free_.end() && !it->second.empty()) {
+    off = it->second.front();
+    it->second.erase(it->second.begin());
+  } else {
+    uint64_t align = std::min<size_t>(c, 4096);
+    off = (top_ + align - 1) & ~(align - 1);
+    if (Status st = grow_to(off + c); !st) return st;
+    top_ = off + c;
+  }
+  memset(base_ + off, 0, c);
+  return off;
+}
+
+void Segment::free(uint64_t off, size_t bytes) {
+  std::lock_guard<std::mutex> g(mu_);
+  free_[size_class(bytes)].push_back(off);
+}
+
+}  // namespace uroce::core

@@ -1,0 +1,59 @@
+// A context's shared-memory segment: a memfd reserved at kSegReserveBytes in
+// every process that maps it, holding the MR table and an arena for rings.
+// The owner allocates; peers get the memfd from uroced and map it read/write.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "common/status.h"
+#include "core/shm_layout.h"
+
+namespace uroce::core {
+
+class Segment {
+ public:
+  /// Creates the memfd, maps it and initialises the header and MR table.
+  static Result<std::unique_ptr<Segment>> create();
+  ~Segment();
+  Segment(const Segment&) = delete;
+  Segment& operator=(const Segment&) = delete;
+
+  uint8_t* base() const { return base_; }
+  int memfd() const { return memfd_; }
+  SegHeader* header() const { return reinterpret_cast<SegHeader*>(base_); }
+  MrEntry* mr_table() const { return reinterpret_cast<MrEntry*>(base_ + header()->mr_table_off); }
+  template <typename T>
+  T* at(uint64_t off) const { return reinterpret_cast<T*>(base_ + off); }
+  uint64_t off_of(const void* p) const { return uint64_t(static_cast<const uint8_t*>(p) - base_); }
+
+  /// Zeroed, cache-line aligned memory from the arena; returns its offset.
+  Result<uint64_t> alloc(size_t bytes);
+  /// Returns memory to the arena. Freed blocks are reused oldest-first, so a
+  /// peer still holding a stale offset most likely sees a dead object.
+  void free(uint64_t off, size_t bytes);
+
+ private:
+  Segment() = default;
+  Status grow_to(uint64_t bytes);
+
+  uint8_t* base_ = nullptr;
+  int memfd_ = -1;
+  std::mutex mu_;
+  uint64_t file_size_ = 0;
+  uint64_t top_ = 0;
+  std::map<size_t, std::vector<uint64_t>> free_;  // size class -> offsets (FIFO-ish)
+};
+
+/// Maps a peer's segment (memfd from uroced). Owned by PeerMap.
+struct PeerSegment {
+  uint32_t ctx_id = 0;
+  int32_t pid = 0;
+  uint8_t* base = nullptr;
+  SegHeader* header() const { return reinterpret_cast<SegHeader*>(base); }
+};
+
+}  // namespace uroce::core

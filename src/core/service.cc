@@ -1,0 +1,137 @@
+#include "core/service.h"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "core/qp.h"
+
+namespace uroce::core {
+namespace {
+
+struct State {
+  std::mutex mu;          // guards the fields below
+  std::mutex run_mu;      // held while progressing QPs (remove_qp waits on it)
+  std::vector<Qp*> deferred;
+  std::atomic<size_t> n_deferred{0};
+  int wake_fd = -1;
+  int daemon_fd = -1;
+  std::function<void()> on_death;
+  bool started = false;
+};
+
+State& st() {
+  static State* s = new State();  // lives for the process
+  return *s;
+}
+
+constexpr int kIdlePollMs = 100;
+constexpr long kBusyNapNs = 20000;  // retry cadence while work is deferred
+
+}  // namespace
+
+Service& Service::get() {
+  static Service s;
+  return s;
+}
+
+void Service::start_locked() {
+  State& s = st();
+  if (s.started) return;
+  s.started = true;
+  s.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  std::thread([this] { loop(); }).detach();
+}
+
+void Service::add_deferred(Qp* qp) {
+  State& s = st();
+  {
+    std::lock_guard<std::mutex> g(s.mu);
+    if (std::find(s.deferred.begin(), s.deferred.end(), qp) == s.deferred.end()) {
+      s.deferred.push_back(qp);
+      s.n_deferred.store(s.deferred.size());
+    }
+    start_locked();
+  }
+  uint64_t one = 1;
+  ssize_t w = write(s.wake_fd, &one, sizeof(one));
+  (void)w;
+}
+
+void Service::remove_qp(Qp* qp) {
+  State& s = st();
+  std::lock_guard<std::mutex> r(s.run_mu);
+  std::lock_guard<std::mutex> g(s.mu);
+  s.deferred.erase(std::remove(s.deferred.begin(), s.deferred.end(), qp), s.deferred.end());
+  s.n_deferred.store(s.deferred.size());
+}
+
+void Service::watch_daemon(int fd, std::function<void()> on_death) {
+  State& s = st();
+  std::lock_guard<std::mutex> g(s.mu);
+  if (s.daemon_fd >= 0) return;
+  s.daemon_fd = fd;
+  s.on_death = std::move(on_death);
+  start_locked();
+}
+
+void Service::poke() {
+  State& s = st();
+  if (s.n_deferred.load(std::memory_order_relaxed) == 0) return;
+  std::unique_lock<std::mutex> r(s.run_mu, std::try_to_lock);
+  if (!r.owns_lock()) return;  // the service thread is at it
+  std::vector<Qp*> qps;
+  {
+    std::lock_guard<std::mutex> g(s.mu);
+    qps = s.deferred;
+  }
+  std::vector<Qp*> done;
+  for (Qp* q : qps)
+    if (!q->progress()) done.push_back(q);
+  std::lock_guard<std::mutex> g(s.mu);
+  for (Qp* q : done) s.deferred.erase(std::remove(s.deferred.begin(), s.deferred.end(), q), s.deferred.end());
+  s.n_deferred.store(s.deferred.size());
+}
+
+void Service::loop() {
+  State& s = st();
+  for (;;) {
+    int dfd;
+    {
+      std::lock_guard<std::mutex> g(s.mu);
+      dfd = s.daemon_fd;
+    }
+    bool busy = s.n_deferred.load() != 0;
+    pollfd p[2] = {{s.wake_fd, POLLIN, 0}, {dfd, POLLRDHUP, 0}};
+    int r = poll(p, dfd >= 0 ? 2 : 1, busy ? 0 : kIdlePollMs);
+    if (r > 0 && (p[0].revents & POLLIN)) {
+      uint64_t v;
+      ssize_t n = read(s.wake_fd, &v, sizeof(v));
+      (void)n;
+    }
+    if (r > 0 && dfd >= 0 && (p[1].revents & (POLLHUP | POLLRDHUP | POLLERR))) {
+      std::function<void()> cb;
+      {
+        std::lock_guard<std::mutex> g(s.mu);
+        cb = std::move(s.on_death);
+        s.on_death = nullptr;
+        s.daemon_fd = -1;
+      }
+      if (cb) cb();
+    }
+    if (busy) {
+      poke();
+      timespec ts{0, kBusyNapNs};
+      nanosleep(&ts, nullptr);
+    }
+  }
+}
+
+}  // namespace uroce::core

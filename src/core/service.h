@@ -1,0 +1,31 @@
+// The per-process service thread: off the data path. It retries deferred
+// sends (RNR waits, unanswered requests) for programs that block in
+// ibv_get_cq_event, and watches the control socket so a dead uroced becomes
+// IBV_EVENT_DEVICE_FATAL instead of a hang.
+#pragma once
+
+#include <functional>
+
+namespace uroce::core {
+
+class Qp;
+
+class Service {
+ public:
+  static Service& get();
+  /// `qp` has deferred sends; progress() it until it says done.
+  void add_deferred(Qp* qp);
+  /// Stops touching `qp` (called before it is destroyed).
+  void remove_qp(Qp* qp);
+  /// Starts watching the control socket; `on_death` runs once if it closes.
+  void watch_daemon(int fd, std::function<void()> on_death);
+  /// Retries deferred sends now (cheap when none are deferred).
+  void poke();
+
+ private:
+  Service() = default;
+  void start_locked();
+  void loop();
+};
+
+}  // namespace uroce::core

@@ -1,0 +1,217 @@
+// Structures that live in shared memory and are read or written by more than
+// one process. Rules: standard layout, fixed-size fields, offsets instead of
+// pointers, every cross-process atomic names the operation it pairs with.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+#include "core/types.h"
+
+namespace uroce::core {
+
+constexpr size_t kCacheLine = 64;
+constexpr uint64_t kSegMagic = 0x3147455345434f52ull;  // "ROCESEG1"
+constexpr uint32_t kQpMagic = 0x51505348;              // "QPSH"
+/// Address space reserved for each context segment, in every process that maps it.
+/// The memfd grows inside it, so offsets never move and peers never remap.
+constexpr size_t kSegReserveBytes = 64ull << 30;
+
+/// Offset 0 of every context segment (one per ibv_open_device).
+struct alignas(kCacheLine) SegHeader {
+  uint64_t magic;
+  uint32_t ctx_id;      // assigned by uroced
+  int32_t owner_pid;
+  /// 1 while the owner lives. Cleared by uroced when the owner's control
+  /// socket closes; peers load it (acquire) before and after each operation.
+  std::atomic<uint32_t> alive;
+  uint32_t mr_capacity;
+  uint64_t mr_table_off;
+  uint64_t arena_off;
+};
+
+/// One memory region, indexed by key_slot(key). Written by the owner only,
+/// under a seqlock; peers validate keys against it without the owner's help.
+struct alignas(kCacheLine) MrEntry {
+  /// Seqlock: the owner makes it odd, rewrites, makes it even (release);
+  /// peers load (acquire), copy, and re-check.
+  std::atomic<uint32_t> seq;
+  uint32_t key;       // lkey == rkey; 0 = free slot
+  uint32_t pd_id;
+  uint32_t access;    // access:: bits
+  uint64_t iova;      // first address as work requests name it
+  uint64_t length;
+  uint64_t vaddr;     // where iova lives in the owner's address space
+};
+
+/// A snapshot of an MrEntry taken under the seqlock.
+struct MrView {
+  uint32_t key, pd_id, access;
+  uint64_t iova, length, vaddr;
+};
+
+/// Reads a consistent snapshot; false if the slot does not hold `key`.
+inline bool mr_read(const MrEntry* e, uint32_t key, MrView* out) {
+  for (int tries = 0; tries < 1000; ++tries) {
+    uint32_t s1 = e->seq.load(std::memory_order_acquire);  // pairs with mr_write's release
+    if (s1 & 1) continue;
+    out->key = e->key;
+    out->pd_id = e->pd_id;
+    out->access = e->access;
+    out->iova = e->iova;
+    out->length = e->length;
+    out->vaddr = e->vaddr;
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (e->seq.load(std::memory_order_relaxed) == s1) return out->key == key && key != 0;
+  }
+  return false;
+}
+
+/// Owner-only update of a slot (seqlock writer side).
+inline void mr_write(MrEntry* e, const MrView& v) {
+  uint32_t s = e->seq.load(std::memory_order_relaxed);
+  e->seq.store(s + 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  e->key = v.key;
+  e->pd_id = v.pd_id;
+  e->access = v.access;
+  e->iova = v.iova;
+  e->length = v.length;
+  e->vaddr = v.vaddr;
+  e->seq.store(s + 2, std::memory_order_release);  // pairs with mr_read's acquire
+}
+
+/// True if [addr, addr+len) lies inside the region.
+inline bool mr_contains(const MrView& m, uint64_t addr, uint64_t len) {
+  return addr >= m.iova && len <= m.length && addr - m.iova <= m.length - len;
+}
+
+/// Receive queue (of a QP) or shared receive queue: one producer (the owner's
+/// post_recv, under its local lock), many consumers (senders in any process).
+struct alignas(kCacheLine) RqRing {
+  /// Producer publishes a filled slot by storing tail+1 (release); consumers
+  /// load it (acquire).
+  alignas(kCacheLine) std::atomic<uint64_t> tail;
+  /// Consumers copy slot `head` then claim it with CAS(head, head+1); the
+  /// producer loads it (acquire) to see freed slots.
+  alignas(kCacheLine) std::atomic<uint64_t> head;
+  alignas(kCacheLine) uint32_t max_wr;      // logical depth (ENOMEM beyond)
+  uint32_t mask;                            // slots - 1 (power of two)
+  uint32_t max_sge;
+  uint32_t stride;                          // bytes per slot
+  uint32_t is_srq;
+  uint32_t srq_num;
+  /// SRQ limit (0 = disarmed). A consumer that leaves fewer than this many
+  /// WQEs exchanges it to 0 and raises IBV_EVENT_SRQ_LIMIT_REACHED.
+  std::atomic<uint32_t> srq_limit;
+  int32_t owner_pid;
+  uint64_t owner_ctx_handle;                // async-event socket id of the owner
+  uint64_t user_handle;                     // owner's ibv_srq*, echoed in events
+  uint64_t slots_off;                       // offset of slot 0 in the segment
+};
+
+/// One posted receive in an RqRing slot (followed by max_sge Sges).
+struct RqWqe {
+  uint64_t wr_id;
+  uint32_t num_sge;
+  uint32_t pad;
+  Sge sge[];
+};
+
+/// One completion; same information as struct ibv_wc plus bookkeeping.
+struct alignas(kCacheLine) Cqe {
+  /// Producer stores pos+1 (release) after filling; consumer loads (acquire).
+  /// Accessed only through std::atomic_ref (Cqe is copied by value elsewhere).
+  uint64_t seq;
+  uint64_t wr_id;
+  uint8_t status;        // WcStatus
+  uint8_t opcode;        // WcOpcode (fits: 0..7, 128, 129)
+  uint8_t sl;
+  uint8_t dlid_path_bits;
+  uint32_t byte_len;
+  uint32_t imm;          // network order, as ibv_wc.imm_data
+  uint32_t qp_num;
+  uint32_t src_qp;
+  uint32_t wc_flags;
+  uint16_t pkey_index;
+  uint16_t slid;
+  /// Send completions only (written by the owner): which local QP and how many
+  /// send-queue slots this completion retires.
+  uint16_t local_qp;
+  uint16_t sq_retire;
+  uint64_t timestamp_ns;
+};
+static_assert(sizeof(Cqe) == 64);
+
+/// Completion queue: many producers (the owner's send side and senders in any
+/// process), one consumer (the owner's poll_cq, under its local lock).
+struct alignas(kCacheLine) CqRing {
+  /// Producers claim a position with CAS(tail, tail+1) after checking space
+  /// against head (acquire).
+  alignas(kCacheLine) std::atomic<uint64_t> tail;
+  /// Consumer stores head+1 (release) after reading a slot; pairs with the
+  /// producers' space check.
+  alignas(kCacheLine) std::atomic<uint64_t> head;
+  /// Notification arm: 0, kArmNext or kArmSolicited. The consumer stores it
+  /// (seq_cst) in req_notify_cq; a producer exchanges it to 0 (seq_cst)
+  /// after publishing and, if it was armed, wakes the completion channel.
+  alignas(kCacheLine) std::atomic<uint32_t> armed;
+  std::atomic<uint32_t> overflow;           // set by a producer that found it full
+  uint32_t capacity;                        // power of two
+  uint32_t mask;
+  int32_t owner_pid;
+  uint32_t channel_id;                      // 0 = no completion channel
+  uint64_t user_handle;                     // owner's ibv_cq*, echoed in the wake-up
+  uint64_t slots_off;
+};
+constexpr uint32_t kArmNext = 1;
+constexpr uint32_t kArmSolicited = 2;
+
+/// The part of a QP that peers need to act as its "NIC" on the intra-host link.
+struct alignas(kCacheLine) QpShm {
+  uint32_t magic;       // kQpMagic while the QP exists
+  uint32_t qpn;
+  /// QpState. The owner stores transitions; a peer that detects a responder
+  /// error CASes it to kErr. Peers load it (acquire) before each operation.
+  std::atomic<uint32_t> state;
+  uint32_t qp_type;
+  uint32_t pd_id;
+  uint32_t access_flags;   // qp_access_flags: remote operations permitted
+  uint32_t qkey;
+  uint32_t min_rnr_timer;  // responder's RNR NAK timer (IB encoding)
+  uint64_t rq_off;         // RqRing of this QP, or of its SRQ
+  uint64_t recv_cq_off;    // CqRing
+  uint32_t has_srq;
+  uint32_t dest_qpn;
+  int32_t owner_pid;
+  uint32_t owner_ctx_id;
+  uint64_t user_handle;    // owner's ibv_qp*, echoed in async events
+};
+
+/// Per-device shared memory, created by uroced and mapped by every client:
+/// locks that make RDMA atomics atomic against each other device-wide.
+constexpr uint32_t kAtomicStripes = 4096;
+struct alignas(kCacheLine) AtomicStripe {
+  /// 0 = free, else the holder's pid. CAS(0, pid) acquires, store(0, release)
+  /// frees; a waiter may steal from a holder that no longer exists.
+  std::atomic<int32_t> holder;
+  char pad[kCacheLine - sizeof(std::atomic<int32_t>)];
+};
+struct alignas(kCacheLine) HostShm {
+  uint64_t magic;
+  AtomicStripe stripes[kAtomicStripes];
+};
+
+static_assert(std::is_standard_layout_v<SegHeader>);
+static_assert(std::is_standard_layout_v<MrEntry> && sizeof(MrEntry) == 64);
+static_assert(std::is_standard_layout_v<RqRing>);
+static_assert(std::is_standard_layout_v<Cqe>);
+static_assert(std::is_standard_layout_v<CqRing>);
+static_assert(std::is_standard_layout_v<QpShm>);
+static_assert(std::is_standard_layout_v<HostShm>);
+static_assert(std::atomic<uint64_t>::is_always_lock_free);
+static_assert(sizeof(Sge) == 16);
+
+}  // namespace uroce::core

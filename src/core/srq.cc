@@ -1,0 +1,55 @@
+#include "core/srq.h"
+
+#include <unistd.h>
+
+#include "core/limits.h"
+
+namespace uroce::core {
+
+Result<uint64_t> rq_ring_create(Context* ctx, uint32_t max_wr, uint32_t max_sge, size_t* bytes) {
+  uint32_t slots = 1;
+  while (slots < max_wr) slots <<= 1;
+  if (max_sge == 0) max_sge = 1;
+  uint32_t stride = uint32_t(sizeof(RqWqe) + sizeof(Sge) * max_sge);
+  stride = (stride + 15) & ~15u;
+  *bytes = sizeof(RqRing) + size_t(slots) * stride;
+  auto off = ctx->seg().alloc(*bytes);
+  if (!off.is_ok()) return off;
+  RqRing* r = ctx->seg().at<RqRing>(off.value());
+  r->max_wr = max_wr;
+  r->mask = slots - 1;
+  r->max_sge = max_sge;
+  r->stride = stride;
+  r->owner_pid = getpid();
+  r->owner_ctx_handle = ctx->async_id();
+  r->slots_off = off.value() + sizeof(RqRing);
+  return off;
+}
+
+Result<std::unique_ptr<Srq>> Srq::create(Context* ctx, uint32_t max_wr, uint32_t max_sge,
+                                         uint32_t limit, uint64_t user_handle) {
+  if (max_wr == 0 || max_wr > kLimits.max_srq_wr || max_sge > kLimits.max_srq_sge) return Status(EINVAL);
+  std::unique_ptr<Srq> s(new Srq());
+  s->ctx_ = ctx;
+  auto off = rq_ring_create(ctx, max_wr, max_sge, &s->bytes_);
+  if (!off.is_ok()) return Status(off.err());
+  s->off_ = off.value();
+  s->ring_ = ctx->seg().at<RqRing>(s->off_);
+  s->ring_->is_srq = 1;
+  s->ring_->user_handle = user_handle;
+  s->ring_->srq_limit.store(limit);
+  return s;
+}
+
+Srq::~Srq() {
+  if (off_) ctx_->seg().free(off_, bytes_);
+}
+
+Status Srq::post(uint64_t wr_id, const Sge* sge, uint32_t num_sge) {
+  if (num_sge > ring_->max_sge) return Status(EINVAL);
+  std::lock_guard<std::mutex> g(mu_);
+  if (!rq_post(ctx_->seg().base(), ring_, wr_id, sge, num_sge)) return Status(ENOMEM);
+  return Status::ok();
+}
+
+}  // namespace uroce::core

@@ -1,0 +1,58 @@
+// uroced's state: clients, their context segments, QPN ownership and keys.
+// Pure bookkeeping; the socket loop lives in uroced_main.cc.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <vector>
+
+#include "common/status.h"
+#include "core/shm_layout.h"
+
+namespace uroce::daemon {
+
+struct CtxRecord {
+  uint32_t ctx_id = 0;
+  int client_fd = -1;
+  int memfd = -1;
+  int32_t pid = 0;
+  core::SegHeader* seg = nullptr;   // uroced's own mapping of the segment
+  std::set<uint32_t> qpns;
+};
+
+class Registry {
+ public:
+  ~Registry();
+
+  /// Maps and records a client's context segment; returns its ctx_id.
+  Result<uint32_t> register_ctx(int client_fd, int32_t pid, int memfd);
+  void unregister_ctx(int client_fd, uint32_t ctx_id);
+  /// Allocates a QPN (24-bit, never 0 or 1, unused) for a QP at `qp_off` of `ctx_id`.
+  Result<uint32_t> alloc_qpn(int client_fd, uint32_t ctx_id, uint64_t qp_off);
+  void free_qpn(int client_fd, uint32_t qpn);
+  /// A key for MR table slot `slot`: the slot in the low bits, random high bits.
+  Result<uint32_t> alloc_key(int client_fd, uint32_t ctx_id, uint32_t slot);
+  struct Resolved {
+    int32_t pid;
+    uint32_t ctx_id;
+    uint64_t qp_off;
+    int memfd;
+  };
+  Result<Resolved> resolve_qpn(uint32_t qpn) const;
+  /// A client's control socket closed: its process is gone (or gave up). Marks
+  /// its segments dead and its QPs in error so peers get errors, frees its QPNs.
+  void client_gone(int client_fd);
+  size_t num_ctxs() const { return ctxs_.size(); }
+
+ private:
+  CtxRecord* find_ctx(int client_fd, uint32_t ctx_id);
+  void drop_ctx(CtxRecord& c, bool dead);
+
+  std::map<uint32_t, CtxRecord> ctxs_;
+  std::map<uint32_t, std::pair<uint32_t, uint64_t>> qpns_;  // qpn -> (ctx_id, qp_off)
+  uint32_t next_ctx_id_ = 1;
+  uint32_t next_qpn_ = 0x11;
+};
+
+}  // namespace uroce::daemon

@@ -1,0 +1,120 @@
+#include "link/shm_link.h"
+
+#include <signal.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <algorithm>
+#include <sched.h>
+
+#include "common/clock.h"
+
+namespace uroce::link {
+namespace {
+
+int32_t self_pid() {
+  static thread_local int32_t pid = 0;
+  if (!pid) pid = getpid();
+  return pid;
+}
+
+size_t total(const iovec* v, size_t n) {
+  size_t t = 0;
+  for (size_t i = 0; i < n; ++i) t += v[i].iov_len;
+  return t;
+}
+
+/// Copies between two iovec lists in this address space.
+void local_copy(const iovec* dst, size_t nd, const iovec* src, size_t ns) {
+  size_t di = 0, doff = 0, si = 0, soff = 0;
+  while (di < nd && si < ns) {
+    size_t n = std::min(dst[di].iov_len - doff, src[si].iov_len - soff);
+    memcpy(static_cast<char*>(dst[di].iov_base) + doff, static_cast<const char*>(src[si].iov_base) + soff, n);
+    doff += n;
+    soff += n;
+    if (doff == dst[di].iov_len) ++di, doff = 0;
+    if (soff == src[si].iov_len) ++si, soff = 0;
+  }
+}
+
+int vm_result(ssize_t got, size_t want) {
+  if (got < 0) return -errno;
+  return size_t(got) == want ? 0 : -EFAULT;
+}
+
+}  // namespace
+
+int copy_to_peer(int32_t pid, const iovec* local, size_t n_local, const iovec* remote, size_t n_remote) {
+  size_t want = total(local, n_local);
+  if (want == 0) return 0;
+  if (pid == self_pid()) {
+    local_copy(remote, n_remote, local, n_local);
+    return 0;
+  }
+  return vm_result(process_vm_writev(pid, local, n_local, remote, n_remote, 0), want);
+}
+
+int copy_from_peer(int32_t pid, const iovec* local, size_t n_local, const iovec* remote, size_t n_remote) {
+  size_t want = total(local, n_local);
+  if (want == 0) return 0;
+  if (pid == self_pid()) {
+    local_copy(local, n_local, remote, n_remote);
+    return 0;
+  }
+  return vm_result(process_vm_readv(pid, local, n_local, remote, n_remote, 0), want);
+}
+
+namespace {
+
+constexpr uint64_t kLockTimeoutNs = 2000000000ull;
+
+/// Acquires the stripe; steals it from a holder that no longer exists.
+bool stripe_lock(core::AtomicStripe& s) {
+  const int32_t me = self_pid();
+  uint64_t deadline = 0;
+  for (uint32_t spins = 0;; ++spins) {
+    int32_t expect = 0;
+    if (s.holder.compare_exchange_weak(expect, me, std::memory_order_acquire)) return true;
+    cpu_relax();
+    if ((spins & 1023) == 1023) {
+      if (expect != 0 && kill(expect, 0) != 0 && errno == ESRCH) {
+        s.holder.compare_exchange_strong(expect, 0, std::memory_order_relaxed);
+        continue;
+      }
+      uint64_t now = now_ns();
+      if (!deadline) deadline = now + kLockTimeoutNs;
+      if (now > deadline) return false;
+      sched_yield();
+    }
+  }
+}
+
+}  // namespace
+
+int atomic_on_peer(core::HostShm* host, int32_t pid, uint64_t remote_addr, AtomicOp op,
+                   uint64_t compare_add, uint64_t swap, uint64_t* orig) {
+  uint64_t h = (uint64_t(uint32_t(pid)) * 0x9E3779B97F4A7C15ull) ^ (remote_addr >> 3);
+  h ^= h >> 29;
+  core::AtomicStripe& s = host->stripes[h % core::kAtomicStripes];
+  if (!stripe_lock(s)) return -EDEADLK;
+  uint64_t cur = 0;
+  iovec l{&cur, 8};
+  iovec r{reinterpret_cast<void*>(remote_addr), 8};
+  int rc = copy_from_peer(pid, &l, 1, &r, 1);
+  if (rc == 0) {
+    *orig = cur;
+    uint64_t next = cur;
+    if (op == AtomicOp::kFetchAdd) next = cur + compare_add;
+    else if (cur == compare_add) next = swap;
+    if (next != cur || op == AtomicOp::kFetchAdd) {
+      l.iov_base = &next;
+      rc = copy_to_peer(pid, &l, 1, &r, 1);
+    }
+  }
+  s.holder.store(0, std::memory_order_release);  // pairs with stripe_lock's acquire CAS
+  return rc;
+}
+
+}  // namespace uroce::link

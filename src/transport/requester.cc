@@ -1,0 +1,384 @@
+// The send side of a QP on the intra-host link: requester (executes WQEs in
+// order, at post time when nothing is deferred) and completer (send CQEs,
+// RNR and retry budgets, flushing). Queues behind the first WQE that must
+// wait, so order is kept (IBA 9.5: a QP executes its send queue in order).
+#include <cstring>
+
+#include "common/clock.h"
+#include "core/limits.h"
+#include "core/qp.h"
+#include "core/qp_state.h"
+#include "core/service.h"
+#include "core/timers.h"
+#include "transport/responder.h"
+
+namespace uroce::core {
+
+using transport::RecvMeta;
+using transport::Resp;
+using transport::RnrInfo;
+
+namespace {
+
+constexpr uint32_t kGrhBytes = 40;
+constexpr uint64_t kInfiniteRetryPollNs = 10000000;  // timeout 0: keep trying every 10 ms
+
+WcOpcode wc_opcode_of(WrOpcode op) {
+  switch (op) {
+    case WrOpcode::kRdmaWrite:
+    case WrOpcode::kRdmaWriteWithImm: return WcOpcode::kRdmaWrite;
+    case WrOpcode::kRdmaRead: return WcOpcode::kRdmaRead;
+    case WrOpcode::kAtomicCmpAndSwp: return WcOpcode::kCompSwap;
+    case WrOpcode::kAtomicFetchAndAdd: return WcOpcode::kFetchAdd;
+    case WrOpcode::kLocalInv: return WcOpcode::kLocalInv;
+    case WrOpcode::kBindMw: return WcOpcode::kBindMw;
+    default: return WcOpcode::kSend;
+  }
+}
+
+/// WR opcode legality per QP type (IBA 10.7.3 / rdma-core man ibv_post_send).
+bool opcode_ok(QpType t, WrOpcode op) {
+  switch (op) {
+    case WrOpcode::kSend:
+    case WrOpcode::kSendWithImm: return true;
+    case WrOpcode::kRdmaWrite:
+    case WrOpcode::kRdmaWriteWithImm: return t == QpType::kRc || t == QpType::kUc;
+    case WrOpcode::kRdmaRead:
+    case WrOpcode::kAtomicCmpAndSwp:
+    case WrOpcode::kAtomicFetchAndAdd:
+    case WrOpcode::kSendWithInv: return t == QpType::kRc;
+    default: return false;
+  }
+}
+
+bool is_atomic(WrOpcode op) {
+  return op == WrOpcode::kAtomicCmpAndSwp || op == WrOpcode::kAtomicFetchAndAdd;
+}
+
+/// The 40 bytes a UD receive sees ahead of the payload. For an IPv4-mapped
+/// GID (RoCE v2 over IPv4) the IPv4 header sits in the last 20 bytes.
+void build_grh(const DeviceInfo& dev, const AddressVector& av, uint32_t payload, uint8_t* grh) {
+  memset(grh, 0, kGrhBytes);
+  const uint8_t* sgid = dev.gids[av.sgid_index < dev.num_gids ? av.sgid_index : 0];
+  static const uint8_t kV4Prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+  if (memcmp(av.dgid, kV4Prefix, 12) == 0) {
+    uint8_t* ip = grh + 20;
+    uint16_t tot = uint16_t(20 + 8 + 12 + 8 + payload + 4);
+    ip[0] = 0x45;
+    ip[1] = av.traffic_class;
+    ip[2] = uint8_t(tot >> 8);
+    ip[3] = uint8_t(tot);
+    ip[6] = 0x40;  // DF
+    ip[8] = av.hop_limit ? av.hop_limit : 64;
+    ip[9] = 17;    // UDP
+    memcpy(ip + 12, sgid + 12, 4);
+    memcpy(ip + 16, av.dgid + 12, 4);
+    uint32_t sum = 0;
+    for (int i = 0; i < 20; i += 2) sum += uint32_t(ip[i] << 8 | ip[i + 1]);
+    while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
+    uint16_t ck = uint16_t(~sum);
+    ip[10] = uint8_t(ck >> 8);
+    ip[11] = uint8_t(ck);
+  } else {
+    uint32_t w0 = (6u << 28) | (uint32_t(av.traffic_class) << 20) | (av.flow_label & 0xfffff);
+    grh[0] = uint8_t(w0 >> 24);
+    grh[1] = uint8_t(w0 >> 16);
+    grh[2] = uint8_t(w0 >> 8);
+    grh[3] = uint8_t(w0);
+    uint16_t plen = uint16_t(8 + 12 + 8 + payload + 4);
+    grh[4] = uint8_t(plen >> 8);
+    grh[5] = uint8_t(plen);
+    grh[6] = 17;
+    grh[7] = av.hop_limit ? av.hop_limit : 64;
+    memcpy(grh + 8, sgid, 16);
+    memcpy(grh + 24, av.dgid, 16);
+  }
+}
+
+}  // namespace
+
+Result<PeerQp> Qp::peer_for(uint32_t qpn) {
+  if (type_ != QpType::kUd) {
+    if (peer_.qpn == qpn && peer_.valid()) return peer_;
+    auto r = PeerMap::get().resolve(qpn);
+    if (r.is_ok()) peer_ = r.value();
+    return r;
+  }
+  return PeerMap::get().resolve(qpn);
+}
+
+Status Qp::post_send(const SendWqe& w) {
+  std::lock_guard<std::mutex> g(sq_mu_);
+  QpState st = state();
+  if (st == QpState::kReset || st == QpState::kInit || st == QpState::kRtr) return Status(EINVAL);
+  if (w.num_sge > cap_.max_send_sge) return Status(EINVAL);
+  if (!opcode_ok(type_, w.opcode)) return Status(EINVAL);
+  if (type_ == QpType::kUd && !w.av) return Status(EINVAL);
+  if (w.flags & send_flags::kInline) {
+    if (is_atomic(w.opcode) || w.opcode == WrOpcode::kRdmaRead) return Status(EINVAL);
+    uint64_t len = 0;
+    for (uint32_t i = 0; i < w.num_sge; ++i) len += w.sge[i].length;
+    if (len > cap_.max_inline_data) return Status(EINVAL);
+  }
+  if (sq_outstanding_.load(std::memory_order_relaxed) >= cap_.max_send_wr) return Status(ENOMEM);
+  sq_outstanding_.fetch_add(1, std::memory_order_relaxed);
+  if (st == QpState::kErr || st == QpState::kSqe) {
+    complete_send(w, WcStatus::kWrFlushErr, 0, 0);
+    return Status::ok();
+  }
+  if (!deferred_.empty() || st == QpState::kSqd) {
+    defer(w, 0, Exec::kNoResponse, ExecOut{});
+    deferred_.back().next_try_ns = 0;  // queued, not yet tried
+    deferred_.back().retries = 0;
+    return Status::ok();
+  }
+  ExecOut out;
+  Exec r = execute(w, &out);
+  if (r == Exec::kDone) {
+    complete_send(w, out.status, out.byte_len, 0);
+    if (out.status != WcStatus::kSuccess) enter_error_st();
+    return Status::ok();
+  }
+  if (r == Exec::kRnr && attr_.rnr_retry == 0) {
+    complete_send(w, WcStatus::kRnrRetryExcErr, 0, 0);
+    enter_error_st();
+    return Status::ok();
+  }
+  defer(w, 0, r, out);
+  return Status::ok();
+}
+
+void Qp::defer(const SendWqe& w, uint32_t retire, Exec why, const ExecOut& o) {
+  Deferred d;
+  d.w = w;
+  d.retire = retire;
+  if (w.flags & send_flags::kInline) {
+    for (uint32_t i = 0; i < w.num_sge; ++i) {
+      const uint8_t* p = reinterpret_cast<const uint8_t*>(w.sge[i].addr);
+      d.data.insert(d.data.end(), p, p + w.sge[i].length);
+    }
+  } else {
+    d.sge.assign(w.sge, w.sge + w.num_sge);
+  }
+  d.w.av = nullptr;  // only RC defers; UD never waits
+  const uint64_t now = now_ns();
+  if (why == Exec::kRnr) {
+    d.rnr = true;
+    d.rnr_retries = 0;
+    d.next_try_ns = now + rnr_timer_ns(o.rnr_timer);
+    d.rq_tail_seen = o.rq_tail;
+  } else {
+    uint64_t t = ack_timeout_ns(attr_.timeout);
+    d.next_try_ns = now + (t ? t : kInfiniteRetryPollNs);
+  }
+  deferred_.push_back(std::move(d));
+  Deferred& b = deferred_.back();
+  if (!b.data.empty() || (w.flags & send_flags::kInline)) {
+    b.sge.assign(1, Sge{reinterpret_cast<uint64_t>(b.data.data()), uint32_t(b.data.size()), 0});
+  }
+  b.w.sge = b.sge.data();
+  b.w.num_sge = uint32_t(b.sge.size());
+  if (state() != QpState::kSqd) Service::get().add_deferred(this);
+}
+
+bool Qp::progress() {
+  std::lock_guard<std::mutex> g(sq_mu_);
+  QpState st = state();
+  if (st == QpState::kErr || st == QpState::kSqe) {
+    if (attr_.state != QpState::kErr) enter_error_st();
+    flush_sq_st();
+    return false;
+  }
+  if (st == QpState::kSqd || st == QpState::kReset) return false;
+  while (!deferred_.empty()) {
+    Deferred& d = deferred_.front();
+    const uint64_t now = now_ns();
+    bool timed = now >= d.next_try_ns;
+    if (!timed) {
+      if (!d.rnr) return true;
+      auto p = peer_for(attr_.dest_qpn);
+      if (!p.is_ok() || transport::target_rq_tail(p.value()) == d.rq_tail_seen) return true;
+    }
+    // IBA 9.7.6.1.3: the local ACK timer expired retry_cnt times: give up.
+    if (timed && !d.rnr && d.next_try_ns != 0 && attr_.timeout != 0 && d.retries >= attr_.retry_cnt) {
+      complete_send(d.w, WcStatus::kRetryExcErr, 0, d.retire);
+      deferred_.pop_front();
+      enter_error_st();
+      return false;
+    }
+    ExecOut out;
+    Exec r = execute(d.w, &out);
+    if (r == Exec::kDone) {
+      complete_send(d.w, out.status, out.byte_len, d.retire);
+      deferred_.pop_front();
+      if (out.status != WcStatus::kSuccess) {
+        enter_error_st();
+        return false;
+      }
+      continue;
+    }
+    if (r == Exec::kRnr) {
+      d.rq_tail_seen = out.rq_tail;
+      if (!timed && d.rnr) return true;  // an early try that lost the race: not a retry
+      // IBA 9.7.5.2.8: after rnr_retry retries the WQE fails; 7 means retry forever.
+      if (d.rnr) d.rnr_retries++;
+      if (attr_.rnr_retry != 7 && d.rnr_retries >= attr_.rnr_retry) {
+        complete_send(d.w, WcStatus::kRnrRetryExcErr, 0, d.retire);
+        deferred_.pop_front();
+        enter_error_st();
+        return false;
+      }
+      d.rnr = true;
+      d.next_try_ns = now + rnr_timer_ns(out.rnr_timer);
+      return true;
+    }
+    // No response: IBA 9.7.6.1.3, retry on the local ACK timeout up to retry_cnt times.
+    if (!timed) return true;
+    if (d.next_try_ns != 0) d.retries++;
+    uint64_t t = ack_timeout_ns(attr_.timeout);
+    d.rnr = false;
+    d.next_try_ns = now + (t ? t : kInfiniteRetryPollNs);
+    return true;
+  }
+  return false;
+}
+
+void Qp::complete_send(const SendWqe& w, WcStatus st, uint32_t byte_len, uint32_t /*retire*/) {
+  const bool signaled = sq_sig_all_ || (w.flags & send_flags::kSignaled) || st != WcStatus::kSuccess;
+  if (!signaled) {
+    unsignaled_++;
+    return;
+  }
+  Cqe c{};
+  c.wr_id = w.wr_id;
+  c.status = uint32_t(st);
+  c.opcode = uint32_t(wc_opcode_of(w.opcode));
+  c.byte_len = byte_len;
+  c.qp_num = qpn_;
+  c.timestamp_ns = now_ns();
+  c.local_qp = local_id_;
+  c.sq_retire = unsignaled_ + 1;
+  unsignaled_ = 0;
+  send_cq_->push_local(c, true);
+}
+
+void Qp::flush_sq_st() {
+  while (!deferred_.empty()) {
+    complete_send(deferred_.front().w, WcStatus::kWrFlushErr, 0, deferred_.front().retire);
+    deferred_.pop_front();
+  }
+}
+
+Qp::Exec Qp::execute(const SendWqe& w, ExecOut* out) {
+  // Local side: gather list through our own MR table (IBA C10-xx: L_Key checks).
+  iovec loc[kLimits.max_sge];
+  size_t nl = 0;
+  uint64_t len = 0;
+  const bool needs_local_write = w.opcode == WrOpcode::kRdmaRead || is_atomic(w.opcode);
+  for (uint32_t i = 0; i < w.num_sge; ++i) {
+    const Sge& s = w.sge[i];
+    if (s.length == 0) continue;
+    if (w.flags & send_flags::kInline) {
+      loc[nl++] = iovec{reinterpret_cast<void*>(s.addr), s.length};
+    } else {
+      MrView mr;
+      if (!ctx_->lookup_mr(s.lkey, &mr) || mr.pd_id != pd_id_ || !mr_contains(mr, s.addr, s.length) ||
+          (needs_local_write && !(mr.access & access::kLocalWrite))) {
+        out->status = WcStatus::kLocProtErr;
+        return Exec::kDone;
+      }
+      loc[nl++] = iovec{reinterpret_cast<void*>(mr.vaddr + (s.addr - mr.iova)), s.length};
+    }
+    len += s.length;
+  }
+  if (len > kLimits.max_msg_sz) {
+    out->status = WcStatus::kLocLenErr;
+    return Exec::kDone;
+  }
+  if (type_ == QpType::kUd && len > mtu_enum_to_bytes(active_mtu_enum(ctx_->dev().if_mtu))) {
+    out->status = WcStatus::kLocLenErr;
+    return Exec::kDone;
+  }
+  if (is_atomic(w.opcode) && (nl == 0 || loc[0].iov_len < 8)) {
+    out->status = WcStatus::kLocLenErr;
+    return Exec::kDone;
+  }
+  const bool reliable = type_ == QpType::kRc;
+  const uint32_t dst = type_ == QpType::kUd ? w.remote_qpn : attr_.dest_qpn;
+  auto p = peer_for(dst);
+  // Unreliable transports: a request nobody answers is simply lost.
+  if (!p.is_ok() || p->qp->qp_type != uint32_t(type_)) return reliable ? Exec::kNoResponse : Exec::kDone;
+  const PeerQp& t = p.value();
+  RecvMeta m{};
+  m.src_qpn = qpn_;
+  m.imm = w.imm;
+  m.solicited = (w.flags & send_flags::kSolicited) != 0;
+  uint8_t grh[kGrhBytes];
+  if (type_ == QpType::kUd) {
+    // IBA 10.2.5: a Q_Key with the high bit set means "use the QP's own Q_Key".
+    uint32_t qkey = (w.remote_qkey & 0x80000000u) ? attr_.qkey : w.remote_qkey;
+    if (qkey != t.qp->qkey) return Exec::kDone;  // IBA C10-15: dropped silently
+    build_grh(ctx_->dev(), *w.av, uint32_t(len), grh);
+    m.with_grh = true;
+    m.grh = grh;
+  }
+  RnrInfo rnr;
+  Resp r = Resp::kOk;
+  switch (w.opcode) {
+    case WrOpcode::kSend:
+    case WrOpcode::kSendWithInv:
+      r = transport::respond_send(t, loc, nl, len, m, &rnr);
+      break;
+    case WrOpcode::kSendWithImm:
+      m.has_imm = true;
+      r = transport::respond_send(t, loc, nl, len, m, &rnr);
+      break;
+    case WrOpcode::kRdmaWrite:
+      r = transport::respond_write(t, loc, nl, len, w.remote_addr, w.rkey, nullptr, &rnr);
+      break;
+    case WrOpcode::kRdmaWriteWithImm:
+      m.has_imm = true;
+      r = transport::respond_write(t, loc, nl, len, w.remote_addr, w.rkey, &m, &rnr);
+      break;
+    case WrOpcode::kRdmaRead:
+      r = transport::respond_read(t, loc, nl, len, w.remote_addr, w.rkey);
+      break;
+    case WrOpcode::kAtomicCmpAndSwp:
+    case WrOpcode::kAtomicFetchAndAdd: {
+      uint64_t orig = 0;
+      r = transport::respond_atomic(t, ctx_->host(), w.opcode == WrOpcode::kAtomicCmpAndSwp, w.remote_addr,
+                                    w.rkey, w.compare_add, w.swap, &orig);
+      if (r == Resp::kOk) memcpy(loc[0].iov_base, &orig, 8);
+      len = 8;
+      break;
+    }
+    default:
+      out->status = WcStatus::kLocQpOpErr;
+      return Exec::kDone;
+  }
+  switch (r) {
+    case Resp::kOk:
+      out->status = WcStatus::kSuccess;
+      out->byte_len = uint32_t(len);
+      return Exec::kDone;
+    case Resp::kRnr:
+      if (!reliable) return Exec::kDone;
+      out->rnr_timer = rnr.rnr_timer;
+      out->rq_tail = rnr.rq_tail;
+      return Exec::kRnr;
+    case Resp::kNoAnswer:
+      return reliable ? Exec::kNoResponse : Exec::kDone;
+    case Resp::kRemAccess:
+      out->status = reliable ? WcStatus::kRemAccessErr : WcStatus::kSuccess;
+      return Exec::kDone;
+    case Resp::kRemInvReq:
+      out->status = reliable ? WcStatus::kRemInvReqErr : WcStatus::kSuccess;
+      return Exec::kDone;
+    case Resp::kRemOp:
+      out->status = reliable ? WcStatus::kRemOpErr : WcStatus::kSuccess;
+      return Exec::kDone;
+  }
+  return Exec::kDone;
+}
+
+}  // namespace uroce::core

@@ -1,0 +1,246 @@
+#include "transport/responder.h"
+
+#include <cstring>
+
+#include "common/clock.h"
+#include "core/cq.h"
+#include "core/cq_ring.h"
+#include "core/notify.h"
+#include "core/qp_state.h"
+#include "core/rq_ring.h"
+#include "link/shm_link.h"
+
+namespace uroce::transport {
+
+using namespace uroce::core;
+
+namespace {
+
+constexpr uint32_t kGrhBytes = 40;
+
+uint8_t* base_of(const PeerQp& t) { return t.seg->base; }
+
+bool receiving(const PeerQp& t) {
+  return t.valid() && state_can_receive(QpState(t.qp->state.load(std::memory_order_acquire)));
+}
+
+/// Validates `key` for [addr, addr+len) with `need` access in the target's PD.
+bool target_mr(const PeerQp& t, uint32_t key, uint64_t addr, uint64_t len, uint32_t need, MrView* mr) {
+  const SegHeader* h = t.seg->header();
+  const MrEntry* e = reinterpret_cast<const MrEntry*>(base_of(t) + h->mr_table_off) + key_slot(key);
+  if (!mr_read(e, key, mr)) return false;
+  if (mr->pd_id != t.qp->pd_id) return false;
+  if ((mr->access & need) != need) return false;
+  return mr_contains(*mr, addr, len);
+}
+
+void post_async(const PeerQp& t, AsyncEvent ev, uint64_t handle) {
+  NotifyMsg m{kNotifyAsync, uint32_t(ev), handle};
+  notify_post(t.qp->owner_pid, t.qp->owner_ctx_id, m);
+}
+
+void push_target_cqe(const PeerQp& t, const Cqe& c, bool solicited) {
+  CqRing* r = reinterpret_cast<CqRing*>(base_of(t) + t.qp->recv_cq_off);
+  switch (cq_push(base_of(t), r, c, solicited)) {
+    case CqPush::kOkNotify: cq_notify(r); break;
+    case CqPush::kOverflow: post_async(t, AsyncEvent::kCqErr, r->user_handle); break;
+    case CqPush::kOk: break;
+  }
+}
+
+Cqe recv_cqe(const PeerQp& t, uint64_t wr_id, WcStatus st) {
+  Cqe c{};
+  c.wr_id = wr_id;
+  c.status = uint32_t(st);
+  c.opcode = uint32_t(WcOpcode::kRecv);
+  c.qp_num = t.qpn;
+  c.timestamp_ns = now_ns();
+  return c;
+}
+
+/// A responder-detected error: the target QP goes to ERR and its receive
+/// queue is flushed (IBA 10.3.1.6), and its owner hears an async event.
+void target_error(const PeerQp& t, AsyncEvent ev) {
+  uint32_t s = t.qp->state.load(std::memory_order_acquire);
+  while (state_can_receive(QpState(s))) {
+    if (t.qp->state.compare_exchange_weak(s, uint32_t(QpState::kErr), std::memory_order_acq_rel)) {
+      if (!t.qp->has_srq) {
+        RqRing* rq = reinterpret_cast<RqRing*>(base_of(t) + t.qp->rq_off);
+        ClaimedRecv r;
+        uint64_t left;
+        while (rq_claim(base_of(t), rq, &r, &left))
+          push_target_cqe(t, recv_cqe(t, r.wr_id, WcStatus::kWrFlushErr), true);
+      }
+      post_async(t, ev, t.qp->user_handle);
+      return;
+    }
+  }
+}
+
+/// Claims a receive WQE; raises the SRQ limit event when it drains below the limit.
+bool claim_recv(const PeerQp& t, ClaimedRecv* r, RnrInfo* rnr) {
+  RqRing* rq = reinterpret_cast<RqRing*>(base_of(t) + t.qp->rq_off);
+  uint64_t left = 0;
+  if (!rq_claim(base_of(t), rq, r, &left)) {
+    if (rnr) {
+      rnr->rnr_timer = t.qp->min_rnr_timer;
+      rnr->rq_tail = rq->tail.load(std::memory_order_acquire);
+    }
+    return false;
+  }
+  if (rq->is_srq) {
+    uint32_t lim = rq->srq_limit.load(std::memory_order_relaxed);
+    if (lim && left < lim && rq->srq_limit.exchange(0) != 0) {
+      NotifyMsg m{kNotifyAsync, uint32_t(AsyncEvent::kSrqLimitReached), rq->user_handle};
+      notify_post(rq->owner_pid, uint32_t(rq->owner_ctx_handle), m);
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+uint64_t target_rq_tail(const PeerQp& t) {
+  if (!t.valid()) return 0;
+  const RqRing* rq = reinterpret_cast<const RqRing*>(base_of(t) + t.qp->rq_off);
+  return rq->tail.load(std::memory_order_acquire);
+}
+
+Resp respond_send(const PeerQp& t, const iovec* src, size_t nsrc, uint64_t len, const RecvMeta& m,
+                  RnrInfo* rnr) {
+  if (!receiving(t)) return Resp::kNoAnswer;
+  ClaimedRecv r;
+  if (!claim_recv(t, &r, rnr)) return Resp::kRnr;
+  // Scatter list of the receive, checked against the target's MR table.
+  iovec dst[33];
+  size_t nd = 0;
+  uint64_t cap = 0;
+  for (uint32_t i = 0; i < r.num_sge; ++i) {
+    const Sge& s = r.sge[i];
+    if (s.length == 0) continue;
+    MrView mr;
+    if (!target_mr(t, s.lkey, s.addr, s.length, access::kLocalWrite, &mr)) {
+      push_target_cqe(t, recv_cqe(t, r.wr_id, WcStatus::kLocProtErr), true);
+      target_error(t, AsyncEvent::kQpAccessErr);
+      return Resp::kRemOp;
+    }
+    dst[nd++] = iovec{reinterpret_cast<void*>(mr.vaddr + (s.addr - mr.iova)), s.length};
+    cap += s.length;
+  }
+  const uint64_t need = len + (m.with_grh ? kGrhBytes : 0);
+  if (need > cap) {
+    // IBA 9.9.3.1.2.1: message longer than the receive buffer.
+    push_target_cqe(t, recv_cqe(t, r.wr_id, WcStatus::kLocLenErr), true);
+    target_error(t, AsyncEvent::kQpReqErr);
+    return Resp::kRemInvReq;
+  }
+  // Trim the scatter list to what arrives.
+  uint64_t left = need;
+  size_t used = 0;
+  for (; used < nd && left; ++used) {
+    if (dst[used].iov_len > left) dst[used].iov_len = left;
+    left -= dst[used].iov_len;
+  }
+  iovec srcv[34];
+  size_t ns = 0;
+  if (m.with_grh) srcv[ns++] = iovec{const_cast<uint8_t*>(m.grh), kGrhBytes};
+  for (size_t i = 0; i < nsrc && ns < 34; ++i) srcv[ns++] = src[i];
+  int rc = link::copy_to_peer(t.seg->pid, srcv, ns, dst, used);
+  if (rc == -ESRCH) return Resp::kNoAnswer;
+  if (rc != 0) {
+    push_target_cqe(t, recv_cqe(t, r.wr_id, WcStatus::kLocProtErr), true);
+    target_error(t, AsyncEvent::kQpAccessErr);
+    return Resp::kRemOp;
+  }
+  Cqe c = recv_cqe(t, r.wr_id, WcStatus::kSuccess);
+  c.byte_len = uint32_t(need);
+  c.src_qp = m.src_qpn;
+  if (m.has_imm) {
+    c.imm = m.imm;
+    c.wc_flags |= wc_flags::kWithImm;
+  }
+  if (m.with_grh) c.wc_flags |= wc_flags::kGrh;
+  push_target_cqe(t, c, m.solicited);
+  return Resp::kOk;
+}
+
+Resp respond_write(const PeerQp& t, const iovec* src, size_t nsrc, uint64_t len, uint64_t raddr,
+                   uint32_t rkey, const RecvMeta* imm, RnrInfo* rnr) {
+  if (!receiving(t)) return Resp::kNoAnswer;
+  MrView mr{};
+  if (len && (!(t.qp->access_flags & access::kRemoteWrite) ||
+              !target_mr(t, rkey, raddr, len, access::kRemoteWrite, &mr))) {
+    // IBA 9.7.5.1.3 / C9-95: invalid R_Key or range -> NAK remote access error.
+    target_error(t, AsyncEvent::kQpAccessErr);
+    return Resp::kRemAccess;
+  }
+  ClaimedRecv r;
+  if (imm && !claim_recv(t, &r, rnr)) return Resp::kRnr;
+  if (len) {
+    iovec dst{reinterpret_cast<void*>(mr.vaddr + (raddr - mr.iova)), size_t(len)};
+    int rc = link::copy_to_peer(t.seg->pid, src, nsrc, &dst, 1);
+    if (rc == -ESRCH) return Resp::kNoAnswer;
+    if (rc != 0) {
+      target_error(t, AsyncEvent::kQpAccessErr);
+      return Resp::kRemAccess;
+    }
+  }
+  if (imm) {
+    Cqe c = recv_cqe(t, r.wr_id, WcStatus::kSuccess);
+    c.opcode = uint32_t(WcOpcode::kRecvRdmaWithImm);
+    c.byte_len = uint32_t(len);
+    c.src_qp = imm->src_qpn;
+    c.imm = imm->imm;
+    c.wc_flags = wc_flags::kWithImm;
+    push_target_cqe(t, c, imm->solicited);
+  }
+  return Resp::kOk;
+}
+
+Resp respond_read(const PeerQp& t, const iovec* dst, size_t ndst, uint64_t len, uint64_t raddr,
+                  uint32_t rkey) {
+  if (!receiving(t)) return Resp::kNoAnswer;
+  if (len == 0) return Resp::kOk;
+  MrView mr;
+  if (!(t.qp->access_flags & access::kRemoteRead) ||
+      !target_mr(t, rkey, raddr, len, access::kRemoteRead, &mr)) {
+    target_error(t, AsyncEvent::kQpAccessErr);
+    return Resp::kRemAccess;
+  }
+  iovec src{reinterpret_cast<void*>(mr.vaddr + (raddr - mr.iova)), size_t(len)};
+  int rc = link::copy_from_peer(t.seg->pid, dst, ndst, &src, 1);
+  if (rc == -ESRCH) return Resp::kNoAnswer;
+  if (rc != 0) {
+    target_error(t, AsyncEvent::kQpAccessErr);
+    return Resp::kRemAccess;
+  }
+  return Resp::kOk;
+}
+
+Resp respond_atomic(const PeerQp& t, HostShm* host, bool cmp_swap, uint64_t raddr, uint32_t rkey,
+                    uint64_t compare_add, uint64_t swap, uint64_t* orig) {
+  if (!receiving(t)) return Resp::kNoAnswer;
+  if (raddr & 7) {
+    // IBA 9.4.5: atomics need 8-byte alignment -> invalid request.
+    target_error(t, AsyncEvent::kQpReqErr);
+    return Resp::kRemInvReq;
+  }
+  MrView mr;
+  if (!(t.qp->access_flags & access::kRemoteAtomic) ||
+      !target_mr(t, rkey, raddr, 8, access::kRemoteAtomic, &mr)) {
+    target_error(t, AsyncEvent::kQpAccessErr);
+    return Resp::kRemAccess;
+  }
+  uint64_t va = mr.vaddr + (raddr - mr.iova);
+  int rc = link::atomic_on_peer(host, t.seg->pid, va,
+                                cmp_swap ? link::AtomicOp::kCmpSwap : link::AtomicOp::kFetchAdd,
+                                compare_add, swap, orig);
+  if (rc == -ESRCH) return Resp::kNoAnswer;
+  if (rc != 0) {
+    target_error(t, AsyncEvent::kQpAccessErr);
+    return Resp::kRemOp;
+  }
+  return Resp::kOk;
+}
+
+}  // namespace uroce::transport

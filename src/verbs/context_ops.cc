@@ -1,0 +1,117 @@
+// Every op slot of ibv_context_ops and verbs_context: the implemented ones,
+// and for the rest a default that fails cleanly (EOPNOTSUPP, or NULL with
+// errno) instead of leaving a NULL slot that inline code would call.
+#include <cerrno>
+#include <cstring>
+
+#include "verbs/export.h"
+#include "verbs/objects.h"
+
+UROCE_EXPORT int ibv_query_device(ibv_context* context, ibv_device_attr* device_attr);
+
+namespace uroce::verbs {
+namespace {
+
+template <typename R, typename... A>
+R fail_ptr(A...) {
+  errno = EOPNOTSUPP;
+  return nullptr;
+}
+template <typename... A>
+int fail_int(A...) {
+  return EOPNOTSUPP;
+}
+void* compat_unsupported() {
+  errno = EOPNOTSUPP;
+  return nullptr;
+}
+void placeholder() {}
+
+int compat_query_port(ibv_context* c, uint8_t port, _compat_ibv_port_attr* a) {
+  return op_query_port(c, port, reinterpret_cast<ibv_port_attr*>(a), offsetof(ibv_port_attr, port_cap_flags2));
+}
+
+int get_srq_num_unsupported(ibv_srq*, uint32_t*) { return EOPNOTSUPP; }
+
+}  // namespace
+
+void init_context_ops(UContext* uc) {
+  ibv_context_ops& o = uc->vctx.context.ops;
+  o._compat_query_device = ::ibv_query_device;
+  o._compat_query_port = compat_query_port;
+  o._compat_alloc_pd = compat_unsupported;
+  o._compat_dealloc_pd = compat_unsupported;
+  o._compat_reg_mr = compat_unsupported;
+  o._compat_rereg_mr = compat_unsupported;
+  o._compat_dereg_mr = compat_unsupported;
+  o.alloc_mw = fail_ptr<ibv_mw*, ibv_pd*, ibv_mw_type>;
+  o.bind_mw = fail_int<ibv_qp*, ibv_mw*, ibv_mw_bind*>;
+  o.dealloc_mw = fail_int<ibv_mw*>;
+  o._compat_create_cq = compat_unsupported;
+  o.poll_cq = op_poll_cq;
+  o.req_notify_cq = op_req_notify_cq;
+  o._compat_cq_event = compat_unsupported;
+  o._compat_resize_cq = compat_unsupported;
+  o._compat_destroy_cq = compat_unsupported;
+  o._compat_create_srq = compat_unsupported;
+  o._compat_modify_srq = compat_unsupported;
+  o._compat_query_srq = compat_unsupported;
+  o._compat_destroy_srq = compat_unsupported;
+  o.post_srq_recv = op_post_srq_recv;
+  o._compat_create_qp = compat_unsupported;
+  o._compat_query_qp = compat_unsupported;
+  o._compat_modify_qp = compat_unsupported;
+  o._compat_destroy_qp = compat_unsupported;
+  o.post_send = op_post_send;
+  o.post_recv = op_post_recv;
+  o._compat_create_ah = compat_unsupported;
+  o._compat_destroy_ah = compat_unsupported;
+  o._compat_attach_mcast = compat_unsupported;
+  o._compat_detach_mcast = compat_unsupported;
+  o._compat_async_event = compat_unsupported;
+
+  verbs_context& v = uc->vctx;
+  v.query_port = op_query_port;
+  v.advise_mr = fail_int<ibv_pd*, ibv_advise_mr_advice, uint32_t, ibv_sge*, uint32_t>;
+  v.alloc_null_mr = fail_ptr<ibv_mr*, ibv_pd*>;
+  v.read_counters = fail_int<ibv_counters*, uint64_t*, uint32_t, uint32_t>;
+  v.attach_counters_point_flow = fail_int<ibv_counters*, ibv_counter_attach_attr*, ibv_flow*>;
+  v.create_counters = fail_ptr<ibv_counters*, ibv_context*, ibv_counters_init_attr*>;
+  v.destroy_counters = fail_int<ibv_counters*>;
+  v.reg_dm_mr = fail_ptr<ibv_mr*, ibv_pd*, ibv_dm*, uint64_t, size_t, unsigned int>;
+  v.alloc_dm = fail_ptr<ibv_dm*, ibv_context*, ibv_alloc_dm_attr*>;
+  v.free_dm = fail_int<ibv_dm*>;
+  v.modify_flow_action_esp = fail_int<ibv_flow_action*, ibv_flow_action_esp_attr*>;
+  v.destroy_flow_action = fail_int<ibv_flow_action*>;
+  v.create_flow_action_esp = fail_ptr<ibv_flow_action*, ibv_context*, ibv_flow_action_esp_attr*>;
+  v.modify_qp_rate_limit = fail_int<ibv_qp*, ibv_qp_rate_limit_attr*>;
+  v.alloc_parent_domain = fail_ptr<ibv_pd*, ibv_context*, ibv_parent_domain_init_attr*>;
+  v.dealloc_td = fail_int<ibv_td*>;
+  v.alloc_td = fail_ptr<ibv_td*, ibv_context*, ibv_td_init_attr*>;
+  v.modify_cq = fail_int<ibv_cq*, ibv_modify_cq_attr*>;
+  v.post_srq_ops = fail_int<ibv_srq*, ibv_ops_wr*, ibv_ops_wr**>;
+  v.destroy_rwq_ind_table = fail_int<ibv_rwq_ind_table*>;
+  v.create_rwq_ind_table = fail_ptr<ibv_rwq_ind_table*, ibv_context*, ibv_rwq_ind_table_init_attr*>;
+  v.destroy_wq = fail_int<ibv_wq*>;
+  v.modify_wq = fail_int<ibv_wq*, ibv_wq_attr*>;
+  v.create_wq = fail_ptr<ibv_wq*, ibv_context*, ibv_wq_init_attr*>;
+  v.query_rt_values = fail_int<ibv_context*, ibv_values_ex*>;
+  v.create_cq_ex = op_create_cq_ex;
+  v.priv = nullptr;  // opaque to programs; uroce keeps its state in UContext
+  v.query_device_ex = op_query_device_ex;
+  v.ibv_destroy_flow = fail_int<ibv_flow*>;
+  v.ABI_placeholder2 = placeholder;
+  v.ibv_create_flow = fail_ptr<ibv_flow*, ibv_qp*, ibv_flow_attr*>;
+  v.ABI_placeholder1 = placeholder;
+  v.open_qp = fail_ptr<ibv_qp*, ibv_context*, ibv_qp_open_attr*>;
+  v.create_qp_ex = op_create_qp_ex;
+  v.get_srq_num = get_srq_num_unsupported;
+  v.create_srq_ex = op_create_srq_ex;
+  v.open_xrcd = fail_ptr<ibv_xrcd*, ibv_context*, ibv_xrcd_init_attr*>;
+  v.close_xrcd = fail_int<ibv_xrcd*>;
+  v._ABI_placeholder3 = 0;
+  v.sz = sizeof(verbs_context);
+  v.context.abi_compat = __VERBS_ABI_IS_EXTENDED;
+}
+
+}  // namespace uroce::verbs

@@ -1,0 +1,405 @@
+// Device list, open/close, and every query verb (device, port, GID, P_Key).
+#include <arpa/inet.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <vector>
+
+#include "common/log.h"
+#include "core/control_client.h"
+#include "core/limits.h"
+#include "core/notify.h"
+#include "core/service.h"
+#include "verbs/export.h"
+#include "verbs/objects.h"
+#include "verbs/sysfs_hook.h"
+
+// verbs.h turns these names into inline wrappers; we define the real symbols.
+#undef ibv_query_port
+#undef ibv_get_device_list
+
+namespace uroce::verbs {
+namespace {
+
+using core::kLimits;
+
+/// The devices, built once per process from uroced's table and never freed
+/// (programs keep ibv_device pointers after ibv_free_device_list).
+struct DeviceTable {
+  std::mutex mu;
+  std::vector<UDevice*> devs;
+  bool loaded = false;
+  std::mutex ctx_mu;
+  std::vector<UContext*> open_ctxs;
+};
+DeviceTable& table() {
+  static DeviceTable* t = new DeviceTable();
+  return *t;
+}
+
+/// uroced went away: like a NIC reset, every open context gets DEVICE_FATAL.
+void on_daemon_death() {
+  UROCE_ERR("uroced exited: devices are now in a fatal state");
+  DeviceTable& t = table();
+  std::lock_guard<std::mutex> g(t.ctx_mu);
+  for (UContext* c : t.open_ctxs) {
+    c->core->set_fatal();
+    core::NotifyMsg m{core::kNotifyAsync, uint32_t(core::AsyncEvent::kDeviceFatal), 0};
+    core::notify_post(getpid(), c->core->async_id(), m);
+  }
+}
+
+int load_devices() {
+  DeviceTable& t = table();
+  std::lock_guard<std::mutex> g(t.mu);
+  if (t.loaded) return 0;
+  auto cc = core::ControlClient::get();
+  if (!cc.is_ok()) return cc.err();
+  const auto& infos = cc.value()->devices();
+  for (uint32_t i = 0; i < infos.size(); ++i) {
+    auto* d = new UDevice();
+    memset(&d->dev, 0, sizeof(d->dev));
+    d->verbs_ops = nullptr;
+    d->index = i;
+    d->info = infos[i];
+    d->dev.node_type = IBV_NODE_CA;
+    d->dev.transport_type = IBV_TRANSPORT_IB;
+    snprintf(d->dev.name, sizeof(d->dev.name), "%s", d->info.name);
+    snprintf(d->dev.dev_name, sizeof(d->dev.dev_name), "uverbs%u", i);
+    snprintf(d->dev.dev_path, sizeof(d->dev.dev_path), "/sys/class/infiniband_verbs/uverbs%u", i);
+    snprintf(d->dev.ibdev_path, sizeof(d->dev.ibdev_path), "/sys/class/infiniband/%s", d->info.name);
+    t.devs.push_back(d);
+  }
+  t.loaded = true;
+  core::Service::get().watch_daemon(cc.value()->fd(), on_daemon_death);
+  return 0;
+}
+
+UDevice* udev_of(ibv_context* c) { return uctx(c)->udev; }
+
+}  // namespace
+
+bool sysfs_virtual_read(const char* full_path, char* buf, size_t size, int* out_len) {
+  static const char kPrefix[] = "/sys/class/infiniband/";
+  if (strncmp(full_path, kPrefix, sizeof(kPrefix) - 1) != 0) return false;
+  if (load_devices() != 0) return false;
+  const char* rest = full_path + sizeof(kPrefix) - 1;
+  for (UDevice* d : table().devs) {
+    size_t n = strlen(d->info.name);
+    if (strncmp(rest, d->info.name, n) != 0 || rest[n] != '/') continue;
+    const char* attr = rest + n + 1;
+    while (*attr == '/') ++attr;
+    char val[128];
+    const uint8_t* g = reinterpret_cast<const uint8_t*>(&d->info.node_guid);
+    if (!strcmp(attr, "board_id")) {
+      snprintf(val, sizeof(val), "uroce soft RoCE (%s)", d->info.ifname);
+    } else if (!strcmp(attr, "node_guid") || !strcmp(attr, "sys_image_guid")) {
+      snprintf(val, sizeof(val), "%02x%02x:%02x%02x:%02x%02x:%02x%02x", g[0], g[1], g[2], g[3], g[4], g[5],
+               g[6], g[7]);
+    } else if (!strcmp(attr, "node_type")) {
+      snprintf(val, sizeof(val), "1: CA");
+    } else if (!strcmp(attr, "fw_ver")) {
+      snprintf(val, sizeof(val), "0.1.0");
+    } else if (!strcmp(attr, "hw_rev")) {
+      snprintf(val, sizeof(val), "0");
+    } else if (!strcmp(attr, "hca_type")) {
+      snprintf(val, sizeof(val), "uroce");
+    } else {
+      *out_len = -1;
+      errno = ENOENT;
+      return true;
+    }
+    size_t len = strlen(val);
+    if (len + 1 > size) {
+      *out_len = -1;
+      errno = EOVERFLOW;
+      return true;
+    }
+    memcpy(buf, val, len + 1);
+    *out_len = int(len);
+    return true;
+  }
+  return false;
+}
+
+UROCE_EXPORT ibv_device** ibv_get_device_list(int* num_devices) {
+  int err = load_devices();
+  DeviceTable& t = table();
+  if (err) {
+    // No uroced, no devices: rdma-core says "no devices" with an empty list.
+    UROCE_WARN("no devices: uroced unavailable (%s)", strerror(err));
+  }
+  auto** list = static_cast<ibv_device**>(calloc(t.devs.size() + 1, sizeof(ibv_device*)));
+  if (!list) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  for (size_t i = 0; i < t.devs.size(); ++i) list[i] = &t.devs[i]->dev;
+  if (num_devices) *num_devices = int(t.devs.size());
+  return list;
+}
+
+UROCE_EXPORT void ibv_free_device_list(ibv_device** list) { free(list); }
+
+UROCE_EXPORT const char* ibv_get_device_name(ibv_device* device) { return device ? device->name : nullptr; }
+
+UROCE_EXPORT __be64 ibv_get_device_guid(ibv_device* device) {
+  // node_guid holds the EUI-64 bytes in wire order, which is what __be64 means.
+  return reinterpret_cast<UDevice*>(device)->info.node_guid;
+}
+
+UROCE_EXPORT int ibv_get_device_index(ibv_device* device) {
+  return int(reinterpret_cast<UDevice*>(device)->index);
+}
+
+UROCE_EXPORT ibv_context* ibv_open_device(ibv_device* device) {
+  if (!device) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  auto* d = reinterpret_cast<UDevice*>(device);
+  auto core = core::Context::open(d->info);
+  if (!core.is_ok()) {
+    errno = core.err();
+    return nullptr;
+  }
+  auto* c = new UContext();
+  memset(&c->vctx, 0, sizeof(c->vctx));
+  c->udev = d;
+  c->core = std::move(core.value());
+  ibv_context* ctx = &c->vctx.context;
+  ctx->device = device;
+  ctx->cmd_fd = -1;
+  ctx->async_fd = c->core->async_fd();
+  ctx->num_comp_vectors = int(kLimits.num_comp_vectors);
+  pthread_mutex_init(&ctx->mutex, nullptr);
+  init_context_ops(c);
+  DeviceTable& t = table();
+  std::lock_guard<std::mutex> g(t.ctx_mu);
+  t.open_ctxs.push_back(c);
+  return ctx;
+}
+
+UROCE_EXPORT int ibv_close_device(ibv_context* context) {
+  UContext* c = uctx(context);
+  {
+    DeviceTable& t = table();
+    std::lock_guard<std::mutex> g(t.ctx_mu);
+    std::erase(t.open_ctxs, c);
+  }
+  pthread_mutex_destroy(&context->mutex);
+  delete c;
+  return 0;
+}
+
+static void fill_device_attr(UDevice* d, ibv_device_attr* a) {
+  memset(a, 0, sizeof(*a));
+  snprintf(a->fw_ver, sizeof(a->fw_ver), "0.1.0");
+  a->node_guid = d->info.node_guid;
+  a->sys_image_guid = d->info.node_guid;
+  a->max_mr_size = kLimits.max_mr_size;
+  a->page_size_cap = kLimits.page_size_cap;
+  a->vendor_id = kLimits.vendor_id;
+  a->vendor_part_id = kLimits.vendor_part_id;
+  a->hw_ver = kLimits.hw_ver;
+  a->max_qp = int(kLimits.max_qp);
+  a->max_qp_wr = int(kLimits.max_qp_wr);
+  a->device_cap_flags = IBV_DEVICE_BAD_PKEY_CNTR | IBV_DEVICE_BAD_QKEY_CNTR | IBV_DEVICE_SYS_IMAGE_GUID |
+                        IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_SRQ_RESIZE | IBV_DEVICE_N_NOTIFY_CQ |
+                        IBV_DEVICE_PORT_ACTIVE_EVENT | IBV_DEVICE_CHANGE_PHY_PORT;
+  a->max_sge = int(kLimits.max_sge);
+  a->max_sge_rd = int(kLimits.max_sge_rd);
+  a->max_cq = int(kLimits.max_cq);
+  a->max_cqe = int(kLimits.max_cqe);
+  a->max_mr = int(kLimits.max_mr);
+  a->max_pd = int(kLimits.max_pd);
+  a->max_qp_rd_atom = int(kLimits.max_qp_rd_atom);
+  a->max_ee_rd_atom = 0;
+  a->max_res_rd_atom = int(kLimits.max_res_rd_atom);
+  a->max_qp_init_rd_atom = int(kLimits.max_qp_init_rd_atom);
+  a->max_ee_init_rd_atom = 0;
+  a->atomic_cap = IBV_ATOMIC_HCA;
+  a->max_ee = 0;
+  a->max_rdd = 0;
+  a->max_mw = 0;
+  a->max_raw_ipv6_qp = 0;
+  a->max_raw_ethy_qp = 0;
+  a->max_mcast_grp = int(kLimits.max_mcast_grp);
+  a->max_mcast_qp_attach = int(kLimits.max_mcast_qp_attach);
+  a->max_total_mcast_qp_attach = int(kLimits.max_total_mcast_qp_attach);
+  a->max_ah = int(kLimits.max_ah);
+  a->max_fmr = 0;
+  a->max_map_per_fmr = 0;
+  a->max_srq = int(kLimits.max_srq);
+  a->max_srq_wr = int(kLimits.max_srq_wr);
+  a->max_srq_sge = int(kLimits.max_srq_sge);
+  a->max_pkeys = uint16_t(kLimits.max_pkeys);
+  a->local_ca_ack_delay = 15;
+  a->phys_port_cnt = 1;
+}
+
+UROCE_EXPORT int ibv_query_device(ibv_context* context, ibv_device_attr* attr) {
+  fill_device_attr(udev_of(context), attr);
+  return 0;
+}
+
+int op_query_device_ex(ibv_context* ctx, const ibv_query_device_ex_input* in, ibv_device_attr_ex* attr,
+                       size_t attr_len) {
+  if (in && in->comp_mask) return EINVAL;
+  if (attr_len < sizeof(ibv_device_attr)) return EINVAL;
+  ibv_device_attr_ex ex;
+  memset(&ex, 0, sizeof(ex));
+  fill_device_attr(udev_of(ctx), &ex.orig_attr);
+  ex.completion_timestamp_mask = ~uint64_t(0);
+  ex.hca_core_clock = kLimits.hca_core_clock_khz;
+  ex.device_cap_flags_ex = ex.orig_attr.device_cap_flags;
+  ex.max_dm_size = 0;
+  ex.odp_caps.general_caps = 0;
+  ex.phys_port_cnt_ex = 1;
+  memcpy(attr, &ex, std::min(attr_len, sizeof(ex)));
+  return 0;
+}
+
+static void fill_port_attr(UDevice* d, ibv_port_attr* a) {
+  memset(a, 0, sizeof(*a));
+  a->state = IBV_PORT_ACTIVE;
+  a->max_mtu = IBV_MTU_4096;
+  a->active_mtu = ibv_mtu(core::active_mtu_enum(d->info.if_mtu));
+  a->gid_tbl_len = int(kLimits.gid_tbl_len);
+  a->port_cap_flags = IBV_PORT_CM_SUP | IBV_PORT_IP_BASED_GIDS;
+  a->max_msg_sz = kLimits.max_msg_sz;
+  a->bad_pkey_cntr = 0;
+  a->qkey_viol_cntr = 0;
+  a->pkey_tbl_len = uint16_t(kLimits.max_pkeys);
+  a->lid = 0;
+  a->sm_lid = 0;
+  a->lmc = 0;
+  a->max_vl_num = 1;
+  a->sm_sl = 0;
+  a->subnet_timeout = 0;
+  a->init_type_reply = 0;
+  a->active_width = 2;   // 4X
+  a->active_speed = 32;  // EDR (25 Gb/s per lane)
+  a->phys_state = 5;     // LinkUp
+  a->link_layer = IBV_LINK_LAYER_ETHERNET;
+  a->flags = 0;
+  a->port_cap_flags2 = 0;
+}
+
+int op_query_port(ibv_context* ctx, uint8_t port, ibv_port_attr* attr, size_t attr_len) {
+  if (port != 1) return EINVAL;
+  ibv_port_attr a;
+  fill_port_attr(udev_of(ctx), &a);
+  memcpy(attr, &a, std::min(attr_len, sizeof(a)));
+  return 0;
+}
+
+// Binaries built against old headers call the exported symbol with the old,
+// smaller struct (up to link_layer); write only that much.
+UROCE_EXPORT int ibv_query_port(ibv_context* context, uint8_t port_num, _compat_ibv_port_attr* port_attr) {
+  return op_query_port(context, port_num, reinterpret_cast<ibv_port_attr*>(port_attr),
+                       offsetof(ibv_port_attr, port_cap_flags2));
+}
+
+UROCE_EXPORT int ibv_query_gid(ibv_context* context, uint8_t port_num, int index, ibv_gid* gid) {
+  UDevice* d = udev_of(context);
+  if (port_num != 1 || index < 0 || uint32_t(index) >= kLimits.gid_tbl_len) return -1;
+  memset(gid, 0, sizeof(*gid));
+  if (uint32_t(index) < d->info.num_gids) memcpy(gid->raw, d->info.gids[index], 16);
+  return 0;
+}
+
+UROCE_EXPORT int ibv_query_gid_type(ibv_context* context, uint8_t port_num, unsigned int index,
+                                    unsigned int* type) {
+  UDevice* d = udev_of(context);
+  if (port_num != 1 || index >= d->info.num_gids) {
+    errno = EINVAL;
+    return -1;
+  }
+  *type = d->info.gid_types[index];
+  return 0;
+}
+
+static void fill_gid_entry(UDevice* d, ibv_context* ctx, uint32_t index, ibv_gid_entry* e) {
+  memset(e, 0, sizeof(*e));
+  memcpy(e->gid.raw, d->info.gids[index], 16);
+  e->gid_index = index;
+  e->port_num = 1;
+  e->gid_type = d->info.gid_types[index] == uint32_t(core::GidType::kRoceV2) ? IBV_GID_TYPE_ROCE_V2
+                                                                               : IBV_GID_TYPE_ROCE_V1;
+  e->ndev_ifindex = d->info.ifindex;
+}
+
+UROCE_EXPORT int _ibv_query_gid_ex(ibv_context* context, uint32_t port_num, uint32_t gid_index,
+                                   ibv_gid_entry* entry, uint32_t flags, size_t entry_size) {
+  UDevice* d = udev_of(context);
+  if (flags) return EINVAL;
+  if (port_num != 1) return EINVAL;
+  if (entry_size < sizeof(ibv_gid_entry)) return EINVAL;
+  if (gid_index >= d->info.num_gids) return ENODATA;
+  fill_gid_entry(d, context, gid_index, entry);
+  return 0;
+}
+
+UROCE_EXPORT ssize_t _ibv_query_gid_table(ibv_context* context, ibv_gid_entry* entries, size_t max_entries,
+                                          uint32_t flags, size_t entry_size) {
+  UDevice* d = udev_of(context);
+  if (flags || entry_size < sizeof(ibv_gid_entry)) return -EINVAL;
+  size_t n = 0;
+  for (uint32_t i = 0; i < d->info.num_gids; ++i) {
+    if (n >= max_entries) return -EINVAL;
+    fill_gid_entry(d, context, i, reinterpret_cast<ibv_gid_entry*>(reinterpret_cast<char*>(entries) +
+                                                                   n * entry_size));
+    ++n;
+  }
+  return ssize_t(n);
+}
+
+UROCE_EXPORT int ibv_query_pkey(ibv_context* context, uint8_t port_num, int index, __be16* pkey) {
+  if (port_num != 1 || index < 0 || uint32_t(index) >= kLimits.max_pkeys) return -1;
+  *pkey = htons(0xffff);
+  return 0;
+}
+
+UROCE_EXPORT int ibv_get_pkey_index(ibv_context* context, uint8_t port_num, __be16 pkey) {
+  if (port_num != 1) return -EINVAL;
+  // The default P_Key, full or limited membership, is index 0.
+  return (ntohs(pkey) & 0x7fff) == 0x7fff ? 0 : -ENOENT;
+}
+
+UROCE_EXPORT int ibv_get_async_event(ibv_context* context, ibv_async_event* event) {
+  UContext* c = uctx(context);
+  core::NotifyMsg m;
+  for (;;) {
+    ssize_t n = recv(context->async_fd, &m, sizeof(m), 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return -1;
+    if (n != sizeof(m) || m.kind != core::kNotifyAsync) continue;
+    break;
+  }
+  memset(event, 0, sizeof(*event));
+  event->event_type = ibv_event_type(m.event);
+  switch (event->event_type) {
+    case IBV_EVENT_CQ_ERR: event->element.cq = reinterpret_cast<ibv_cq*>(m.handle); break;
+    case IBV_EVENT_SRQ_ERR:
+    case IBV_EVENT_SRQ_LIMIT_REACHED: event->element.srq = reinterpret_cast<ibv_srq*>(m.handle); break;
+    case IBV_EVENT_PORT_ACTIVE:
+    case IBV_EVENT_PORT_ERR:
+    case IBV_EVENT_LID_CHANGE:
+    case IBV_EVENT_PKEY_CHANGE:
+    case IBV_EVENT_SM_CHANGE:
+    case IBV_EVENT_CLIENT_REREGISTER:
+    case IBV_EVENT_GID_CHANGE: event->element.port_num = 1; break;
+    case IBV_EVENT_DEVICE_FATAL: break;
+    default: event->element.qp = reinterpret_cast<ibv_qp*>(m.handle); break;
+  }
+  (void)c;
+  return 0;
+}
+
+UROCE_EXPORT void ibv_ack_async_event(ibv_async_event* event) { (void)event; }
+
+}  // namespace uroce::verbs

@@ -1,0 +1,134 @@
+// The C ABI objects handed to programs, each embedding the libibverbs struct
+// the program reads (layout is the contract: see research/abi.md) and owning
+// its core object. Only src/verbs includes <infiniband/verbs.h>.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <atomic>
+#include <cstddef>
+#include <memory>
+#include <vector>
+
+#include "core/context.h"
+#include "core/cq.h"
+#include "core/device_info.h"
+#include "core/qp.h"
+#include "core/srq.h"
+#include "core/types.h"
+
+namespace uroce::verbs {
+
+/// Laid out like rdma-core's struct verbs_device: the word after ibv_device is
+/// the provider-ops pointer that libmlx5/libefa compare against their own, so
+/// ours (nullptr) makes their probes say "not mine".
+struct UDevice {
+  ibv_device dev;
+  const void* verbs_ops;
+  uint32_t index;
+  core::DeviceInfo info;
+};
+
+struct UContext {
+  verbs_context vctx;  // ibv_context is its last member
+  UDevice* udev;
+  std::unique_ptr<core::Context> core;
+};
+
+struct UPd {
+  ibv_pd pd;
+  uint32_t id;
+  std::atomic<int> refs{0};  // MRs, QPs, SRQs, AHs (dealloc -> EBUSY)
+};
+
+struct UMr {
+  ibv_mr mr;
+  UPd* upd;
+};
+
+struct UChannel {
+  ibv_comp_channel ch;
+  uint32_t id;
+  std::atomic<int> refs{0};  // CQs using it (destroy -> EBUSY)
+};
+
+struct UCq {
+  ibv_cq_ex ex;  // ibv_cq is its prefix
+  std::unique_ptr<core::Cq> core;
+  UChannel* chan;
+  uint64_t wc_flags;            // IBV_WC_EX_WITH_* requested
+  core::Cqe cur;                // the completion start_poll/next_poll exposed
+};
+
+struct UAh {
+  ibv_ah ah;
+  core::AddressVector av;
+  UPd* upd;
+};
+
+struct USrq {
+  ibv_srq srq;
+  std::unique_ptr<core::Srq> core;
+  UPd* upd;
+};
+
+/// State of one ibv_wr_start()..ibv_wr_complete() batch.
+struct WrBatch {
+  std::vector<ibv_send_wr> wrs;
+  std::vector<std::vector<ibv_sge>> sges;
+  std::vector<std::vector<uint8_t>> inl;
+  bool open = false;
+  int err = 0;
+};
+
+struct UQp {
+  ibv_qp_ex ex;  // ibv_qp is its prefix, so ibv_qp_to_qp_ex is a cast
+  std::unique_ptr<core::Qp> core;
+  UPd* upd;
+  UCq* send_cq;
+  UCq* recv_cq;
+  USrq* srq;
+  WrBatch batch;
+};
+
+inline UContext* uctx(ibv_context* c) {
+  return reinterpret_cast<UContext*>(reinterpret_cast<char*>(c) - offsetof(verbs_context, context));
+}
+inline UCq* ucq(ibv_cq* c) { return reinterpret_cast<UCq*>(c); }
+inline UCq* ucq(ibv_cq_ex* c) { return reinterpret_cast<UCq*>(c); }
+inline UQp* uqp(ibv_qp* q) { return reinterpret_cast<UQp*>(q); }
+inline UQp* uqp(ibv_qp_ex* q) { return reinterpret_cast<UQp*>(q); }
+inline UPd* upd(ibv_pd* p) { return reinterpret_cast<UPd*>(p); }
+inline UMr* umr(ibv_mr* m) { return reinterpret_cast<UMr*>(m); }
+inline USrq* usrq(ibv_srq* s) { return reinterpret_cast<USrq*>(s); }
+inline UAh* uah(ibv_ah* a) { return reinterpret_cast<UAh*>(a); }
+inline UChannel* uchan(ibv_comp_channel* c) { return reinterpret_cast<UChannel*>(c); }
+
+/// Converts between ibv_ah_attr and the core address vector.
+core::AddressVector to_av(const ibv_ah_attr& a);
+ibv_ah_attr from_av(const core::AddressVector& av);
+/// Fills the ibv_context ops and verbs_context extension slots (context_ops.cc).
+void init_context_ops(UContext* c);
+/// Copies one core completion into an ibv_wc.
+void to_wc(const core::Cqe& c, ibv_wc* wc);
+/// CQ-ex polling callbacks (cq.cc).
+void init_cq_ex_ops(UCq* cq);
+/// New post-send API callbacks (qp_ex.cc).
+void init_qp_ex_ops(UQp* qp);
+/// Builds the core send WQE for one ibv_send_wr (qp.cc).
+int post_send_one(UQp* q, const ibv_send_wr* wr);
+
+// The ops that inline verbs call through the context (defined where they belong).
+int op_poll_cq(ibv_cq* cq, int n, ibv_wc* wc);
+int op_req_notify_cq(ibv_cq* cq, int solicited_only);
+int op_post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad);
+int op_post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad);
+int op_post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad);
+int op_query_port(ibv_context* ctx, uint8_t port, ibv_port_attr* attr, size_t attr_len);
+int op_query_device_ex(ibv_context* ctx, const ibv_query_device_ex_input* in, ibv_device_attr_ex* attr,
+                       size_t attr_len);
+ibv_cq_ex* op_create_cq_ex(ibv_context* ctx, ibv_cq_init_attr_ex* attr);
+ibv_qp* op_create_qp_ex(ibv_context* ctx, ibv_qp_init_attr_ex* attr);
+ibv_srq* op_create_srq_ex(ibv_context* ctx, ibv_srq_init_attr_ex* attr);
+
+}  // namespace uroce::verbs

@@ -1,0 +1,127 @@
+// Protection domains and memory regions.
+#include <cerrno>
+#include <cstring>
+
+#include "core/limits.h"
+#include "verbs/export.h"
+#include "verbs/objects.h"
+
+// verbs.h turns these names into inline wrappers; we define the real symbols.
+#undef ibv_reg_mr
+#undef ibv_reg_mr_iova
+
+namespace uroce::verbs {
+namespace {
+
+constexpr uint32_t kKnownAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                                  IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED |
+                                  IBV_ACCESS_ON_DEMAND | IBV_ACCESS_HUGETLB;
+
+/// Checks access flags as the man page says: remote write/atomic need local write.
+int check_access(unsigned access) {
+  access &= ~uint32_t(IBV_ACCESS_OPTIONAL_RANGE);
+  if (access & ~kKnownAccess) return EINVAL;
+  if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) && !(access & IBV_ACCESS_LOCAL_WRITE))
+    return EINVAL;
+  if (access & (IBV_ACCESS_ON_DEMAND | IBV_ACCESS_MW_BIND)) return EOPNOTSUPP;
+  return 0;
+}
+
+}  // namespace
+
+UROCE_EXPORT ibv_pd* ibv_alloc_pd(ibv_context* context) {
+  auto* p = new UPd();
+  memset(&p->pd, 0, sizeof(p->pd));
+  p->pd.context = context;
+  p->pd.handle = p->id = uctx(context)->core->alloc_pd_id();
+  return &p->pd;
+}
+
+UROCE_EXPORT int ibv_dealloc_pd(ibv_pd* pd) {
+  UPd* p = upd(pd);
+  if (p->refs.load()) return EBUSY;
+  delete p;
+  return 0;
+}
+
+UROCE_EXPORT ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t length, uint64_t iova,
+                                      unsigned int access) {
+  if (int e = check_access(access)) {
+    errno = e;
+    return nullptr;
+  }
+  if (length == 0 || length > core::kLimits.max_mr_size || (!addr && length)) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  // Optional-range bits (relaxed ordering, ...) are hints: dropped silently.
+  access &= ~uint32_t(IBV_ACCESS_OPTIONAL_RANGE);
+  UPd* p = upd(pd);
+  UContext* c = uctx(pd->context);
+  // Zero-based MRs address the region from 0.
+  uint64_t va = (access & IBV_ACCESS_ZERO_BASED) ? 0 : iova;
+  auto key = c->core->reg_mr(p->id, reinterpret_cast<uint64_t>(addr), length, va, access);
+  if (!key.is_ok()) {
+    errno = key.err();
+    return nullptr;
+  }
+  auto* m = new UMr();
+  memset(&m->mr, 0, sizeof(m->mr));
+  m->upd = p;
+  m->mr.context = pd->context;
+  m->mr.pd = pd;
+  m->mr.addr = addr;
+  m->mr.length = length;
+  m->mr.handle = key.value();
+  m->mr.lkey = key.value();
+  m->mr.rkey = key.value();
+  p->refs++;
+  return &m->mr;
+}
+
+UROCE_EXPORT ibv_mr* ibv_reg_mr(ibv_pd* pd, void* addr, size_t length, int access) {
+  return ibv_reg_mr_iova2(pd, addr, length, reinterpret_cast<uint64_t>(addr), unsigned(access));
+}
+
+UROCE_EXPORT ibv_mr* ibv_reg_mr_iova(ibv_pd* pd, void* addr, size_t length, uint64_t iova, int access) {
+  return ibv_reg_mr_iova2(pd, addr, length, iova, unsigned(access));
+}
+
+UROCE_EXPORT int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, size_t length, int access) {
+  if (flags & ~(IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_PD | IBV_REREG_MR_CHANGE_ACCESS))
+    return IBV_REREG_MR_ERR_INPUT;
+  if (!flags) return IBV_REREG_MR_ERR_INPUT;
+  UMr* m = umr(mr);
+  UPd* np = (flags & IBV_REREG_MR_CHANGE_PD) ? upd(pd) : m->upd;
+  if (!np) return IBV_REREG_MR_ERR_INPUT;
+  void* naddr = (flags & IBV_REREG_MR_CHANGE_TRANSLATION) ? addr : mr->addr;
+  size_t nlen = (flags & IBV_REREG_MR_CHANGE_TRANSLATION) ? length : mr->length;
+  core::MrView cur;
+  UContext* c = uctx(mr->context);
+  if (!c->core->lookup_mr(mr->lkey, &cur)) return IBV_REREG_MR_ERR_INPUT;
+  unsigned nacc = (flags & IBV_REREG_MR_CHANGE_ACCESS) ? unsigned(access) : cur.access;
+  if (check_access(nacc)) return IBV_REREG_MR_ERR_INPUT;
+  if (!naddr || nlen == 0) return IBV_REREG_MR_ERR_INPUT;
+  uint64_t va = (nacc & IBV_ACCESS_ZERO_BASED) ? 0 : reinterpret_cast<uint64_t>(naddr);
+  if (!c->core->rereg_mr(mr->lkey, np->id, reinterpret_cast<uint64_t>(naddr), nlen, va, nacc))
+    return IBV_REREG_MR_ERR_CMD;
+  if (np != m->upd) {
+    m->upd->refs--;
+    np->refs++;
+    m->upd = np;
+    mr->pd = &np->pd;
+  }
+  mr->addr = naddr;
+  mr->length = nlen;
+  return 0;
+}
+
+UROCE_EXPORT int ibv_dereg_mr(ibv_mr* mr) {
+  UMr* m = umr(mr);
+  uctx(mr->context)->core->dereg_mr(mr->lkey);
+  m->upd->refs--;
+  delete m;
+  return 0;
+}
+
+}  // namespace uroce::verbs
