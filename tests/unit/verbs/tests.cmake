@@ -8,3 +8,5 @@ set_tests_properties(verbs_exports_test PROPERTIES
   LABELS unit
   TIMEOUT 60
   SKIP_RETURN_CODE 77)
+
+uroce_gtest(verbs_abi_layout_test LABEL unit TIMEOUT 30 VERBS SOURCES ${CMAKE_CURRENT_LIST_DIR}/abi_layout_test.cc)

@@ -1,0 +1,152 @@
+// The shared-memory rings: CQ (many producers, one consumer, arm/notify)
+// and RQ (one producer, many claimers).
+#include <gtest/gtest.h>
+
+#include <thread>
+#include <vector>
+
+#include "core/cq_ring.h"
+#include "core/rq_ring.h"
+#include "core/shm_layout.h"
+
+namespace uroce::core {
+namespace {
+
+struct CqFixture {
+  explicit CqFixture(uint32_t cap) : mem(sizeof(CqRing) + cap * sizeof(Cqe) + 64) {
+    base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(mem.data()) + 63) & ~uintptr_t(63));
+    r = new (base) CqRing();
+    r->capacity = cap;
+    r->mask = cap - 1;
+    r->slots_off = sizeof(CqRing);
+  }
+  std::vector<uint8_t> mem;
+  uint8_t* base;
+  CqRing* r;
+};
+
+TEST(CqRing, PushPopInOrder) {
+  CqFixture f(8);
+  for (uint64_t i = 0; i < 5; ++i) {
+    Cqe c{};
+    c.wr_id = i;
+    EXPECT_EQ(cq_push(f.base, f.r, c, false), CqPush::kOk);
+  }
+  Cqe out[8];
+  ASSERT_EQ(cq_pop(f.base, f.r, out, 8), 5);
+  for (uint64_t i = 0; i < 5; ++i) EXPECT_EQ(out[i].wr_id, i);
+  EXPECT_EQ(cq_pop(f.base, f.r, out, 8), 0);
+}
+
+TEST(CqRing, OverflowIsReportedNotOverwritten) {
+  CqFixture f(4);
+  Cqe c{};
+  for (int i = 0; i < 4; ++i) EXPECT_NE(cq_push(f.base, f.r, c, false), CqPush::kOverflow);
+  EXPECT_EQ(cq_push(f.base, f.r, c, false), CqPush::kOverflow);
+  EXPECT_EQ(f.r->overflow.load(), 1u);
+}
+
+TEST(CqRing, ArmFiresOnceAndSolicitedFilters) {
+  CqFixture f(8);
+  Cqe c{};
+  f.r->armed.store(kArmNext);
+  EXPECT_EQ(cq_push(f.base, f.r, c, false), CqPush::kOkNotify);
+  EXPECT_EQ(cq_push(f.base, f.r, c, false), CqPush::kOk);  // disarmed after one notification
+  f.r->armed.store(kArmSolicited);
+  EXPECT_EQ(cq_push(f.base, f.r, c, false), CqPush::kOk);  // unsolicited: no wake-up
+  EXPECT_EQ(cq_push(f.base, f.r, c, true), CqPush::kOkNotify);
+}
+
+TEST(CqRing, ManyProducersLoseNothing) {
+  constexpr int kThreads = 4, kPer = 20000;
+  CqFixture f(1024);
+  std::vector<std::thread> ts;
+  for (int t = 0; t < kThreads; ++t) {
+    ts.emplace_back([&, t] {
+      for (int i = 0; i < kPer; ++i) {
+        Cqe c{};
+        c.wr_id = uint64_t(t) << 32 | uint64_t(i);
+        while (cq_push(f.base, f.r, c, false) == CqPush::kOverflow) std::this_thread::yield();
+      }
+    });
+  }
+  std::vector<int> next(kThreads, 0);
+  int total = 0;
+  Cqe out[64];
+  while (total < kThreads * kPer) {
+    int n = cq_pop(f.base, f.r, out, 64);
+    for (int i = 0; i < n; ++i) {
+      int t = int(out[i].wr_id >> 32);
+      // Per-producer order is preserved.
+      ASSERT_EQ(int(out[i].wr_id & 0xffffffff), next[t]++);
+    }
+    total += n;
+  }
+  for (auto& t : ts) t.join();
+}
+
+struct RqFixture {
+  RqFixture(uint32_t max_wr, uint32_t max_sge) {
+    uint32_t slots = 1;
+    while (slots < max_wr) slots <<= 1;
+    stride = uint32_t(sizeof(RqWqe) + sizeof(Sge) * max_sge);
+    mem.resize(sizeof(RqRing) + slots * stride + 64);
+    base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(mem.data()) + 63) & ~uintptr_t(63));
+    r = new (base) RqRing();
+    r->max_wr = max_wr;
+    r->mask = slots - 1;
+    r->max_sge = max_sge;
+    r->stride = stride;
+    r->slots_off = sizeof(RqRing);
+  }
+  std::vector<uint8_t> mem;
+  uint8_t* base;
+  RqRing* r;
+  uint32_t stride;
+};
+
+TEST(RqRing, DepthIsEnforced) {
+  RqFixture f(3, 2);
+  Sge s[2] = {{1, 2, 3}, {4, 5, 6}};
+  EXPECT_TRUE(rq_post(f.base, f.r, 1, s, 2));
+  EXPECT_TRUE(rq_post(f.base, f.r, 2, s, 1));
+  EXPECT_TRUE(rq_post(f.base, f.r, 3, s, 0));
+  EXPECT_FALSE(rq_post(f.base, f.r, 4, s, 1));  // max_wr reached: ENOMEM at the verbs layer
+  ClaimedRecv c;
+  uint64_t left;
+  ASSERT_TRUE(rq_claim(f.base, f.r, &c, &left));
+  EXPECT_EQ(c.wr_id, 1u);
+  EXPECT_EQ(c.num_sge, 2u);
+  EXPECT_EQ(c.sge[1].lkey, 6u);
+  EXPECT_EQ(left, 2u);
+  EXPECT_TRUE(rq_post(f.base, f.r, 4, s, 1));
+}
+
+TEST(RqRing, ConcurrentClaimersTakeEachWqeOnce) {
+  constexpr int kTotal = 50000;
+  RqFixture f(64, 1);
+  std::atomic<int> claimed{0};
+  std::vector<std::atomic<int>> seen(kTotal);
+  std::vector<std::thread> ts;
+  for (int t = 0; t < 3; ++t) {
+    ts.emplace_back([&] {
+      ClaimedRecv c;
+      uint64_t left;
+      while (claimed.load() < kTotal) {
+        if (rq_claim(f.base, f.r, &c, &left)) {
+          seen[c.wr_id].fetch_add(1);
+          claimed.fetch_add(1);
+        }
+      }
+    });
+  }
+  Sge s{0, 0, 0};
+  for (int i = 0; i < kTotal;) {
+    if (rq_post(f.base, f.r, uint64_t(i), &s, 1)) ++i;
+  }
+  for (auto& t : ts) t.join();
+  for (int i = 0; i < kTotal; ++i) ASSERT_EQ(seen[i].load(), 1) << i;
+}
+
+}  // namespace
+}  // namespace uroce::core
