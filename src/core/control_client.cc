@@ -1,6 +1,7 @@
 #include "core/control_client.h"
 
 #include <dlfcn.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <sys/mman.h>
@@ -95,12 +96,28 @@ int try_connect() {
 
 }  // namespace
 
+namespace {
+ControlClient* g_inst = nullptr;
+std::mutex g_init_mu;
+}  // namespace
+
+void ControlClient::after_fork_child() {
+  // The child must not share the parent's control connection (requests and
+  // replies would interleave); it connects anew, as its own client, on next use.
+  if (g_inst && g_inst->fd_ >= 0) {
+    close(g_inst->fd_);
+    g_inst->fd_ = -1;
+  }
+}
+
 Result<ControlClient*> ControlClient::get() {
-  static ControlClient* inst = nullptr;
-  static std::mutex init_mu;
-  std::lock_guard<std::mutex> g(init_mu);
+  std::lock_guard<std::mutex> g(g_init_mu);
+  ControlClient*& inst = g_inst;
   if (inst && inst->fd_ >= 0) return inst;
-  if (!inst) inst = new ControlClient();  // lives for the process
+  if (!inst) {
+    inst = new ControlClient();  // lives for the process
+    pthread_atfork(nullptr, nullptr, [] { after_fork_child(); });
+  }
   if (Status st = inst->connect_or_spawn(); !st) return st;
   if (Status st = inst->hello(); !st) {
     close(inst->fd_);

@@ -34,6 +34,8 @@ class ControlClient {
     int memfd;  // owned by the caller; -1 if the caller already maps ctx_id
   };
   Result<Resolved> resolve_qpn(uint32_t qpn);
+  /// pthread_atfork child handler: drop the inherited connection.
+  static void after_fork_child();
 
  private:
   ControlClient() = default;

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include "core/limits.h"
 #include "core/notify.h"
 #include "core/qp.h"
 
@@ -31,6 +32,7 @@ Result<std::unique_ptr<Cq>> Cq::create(Context* ctx, uint32_t cqe, uint32_t chan
 
 Cq::~Cq() {
   if (off_) ctx_->seg().free(off_, bytes_);
+  for (auto& [off, bytes] : extra_) ctx_->seg().free(off, bytes);
 }
 
 int Cq::poll(int n, Cqe* out) {
@@ -47,8 +49,27 @@ void Cq::push_local(const Cqe& c, bool solicited) {
 }
 
 Status Cq::resize(uint32_t cqe) {
-  if (cqe == 0) return Status(EINVAL);
-  if (cqe + 1 > ring_->capacity) return Status(ENOMEM);
+  if (cqe == 0 || cqe > kLimits.max_cqe) return Status(EINVAL);
+  std::lock_guard<std::mutex> g(mu_);
+  if (cqe < cq_depth(ring_)) return Status(EINVAL);  // would drop completions
+  if (cqe + 1 <= ring_->capacity) {
+    reported_cqe_ = ring_->capacity - 1;
+    return Status::ok();
+  }
+  uint32_t cap = ring_->capacity;
+  while (cap < cqe + 1) cap <<= 1;
+  const size_t bytes = size_t(cap) * sizeof(Cqe);
+  auto off = ctx_->seg().alloc(bytes);
+  if (!off.is_ok()) return Status(off.err());
+  const uint64_t old_off = ring_->slots_off;
+  const size_t old_bytes = size_t(ring_->capacity) * sizeof(Cqe);
+  const bool clean = cq_resize(ctx_->seg().base(), ring_, off.value(), cap);
+  // The first slot array shares its block with the ring header; later ones are
+  // freed, unless a producer may still write into it late.
+  if (old_off != off_ + sizeof(CqRing) && clean) ctx_->seg().free(old_off, old_bytes);
+  extra_.push_back({off.value(), bytes});
+  std::erase_if(extra_, [&](const auto& e) { return e.first == old_off && clean; });
+  reported_cqe_ = cap - 1;
   return Status::ok();
 }
 

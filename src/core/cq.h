@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <utility>
+#include <vector>
 
 #include "common/status.h"
 #include "core/context.h"
@@ -28,7 +30,8 @@ class Cq {
   }
   /// Pushes a completion produced in this process (send side, flushes).
   void push_local(const Cqe& c, bool solicited);
-  /// Resizes; growing past the ring allocated at creation is not supported yet.
+  /// Resizes to hold at least `cqe` completions, keeping those queued;
+  /// producers in other processes keep running (see cq_resize).
   Status resize(uint32_t cqe);
 
   uint32_t capacity() const { return ring_->capacity; }
@@ -44,6 +47,7 @@ class Cq {
   uint64_t off_ = 0;
   size_t bytes_ = 0;
   uint32_t reported_cqe_ = 0;
+  std::vector<std::pair<uint64_t, size_t>> extra_;  // slot arrays from resizes
   std::mutex mu_;
 };
 

@@ -1,16 +1,37 @@
 // Completion-queue ring operations on shared memory (see CqRing). Producers
 // may be in any process; the consumer is the owner.
+//
+// The tail word is [generation:15][frozen:1][position:48]. A resize freezes
+// the tail (producers wait), lets every claimed slot be published, moves the
+// entries to a larger slot array and unfreezes with the next generation, so a
+// producer that read the old geometry fails its CAS instead of writing there.
 #pragma once
 
 #include <atomic>
 #include <cstring>
 
+#include "common/clock.h"
 #include "core/shm_layout.h"
 
 namespace uroce::core {
 
+constexpr uint64_t kCqPosMask = (1ull << 48) - 1;
+constexpr uint64_t kCqFrozen = 1ull << 48;
+constexpr uint64_t kCqGenOne = 1ull << 49;
+/// How long a producer waits for a resize to finish before reporting overflow.
+constexpr uint64_t kCqFrozenWaitNs = 1000000000ull;
+
+template <typename T>
+inline T ld_acq(const T& v) {
+  return std::atomic_ref<T>(const_cast<T&>(v)).load(std::memory_order_acquire);
+}
+template <typename T>
+inline void st_rel(T& v, T x) {
+  std::atomic_ref<T>(v).store(x, std::memory_order_release);
+}
+
 inline Cqe* cq_slots(uint8_t* seg_base, const CqRing* r) {
-  return reinterpret_cast<Cqe*>(seg_base + r->slots_off);
+  return reinterpret_cast<Cqe*>(seg_base + ld_acq(r->slots_off));
 }
 
 enum class CqPush { kOk, kOkNotify, kOverflow };
@@ -19,17 +40,28 @@ enum class CqPush { kOk, kOkNotify, kOverflow };
 /// completions (they satisfy a kArmSolicited arm). Returns kOkNotify when the
 /// caller must wake the CQ's completion channel.
 inline CqPush cq_push(uint8_t* seg_base, CqRing* r, const Cqe& c, bool solicited) {
-  Cqe* slots = cq_slots(seg_base, r);
-  uint64_t t = r->tail.load(std::memory_order_relaxed);
+  uint64_t tw = r->tail.load(std::memory_order_acquire);
+  uint64_t frozen_since = 0;
   for (;;) {
+    if (tw & kCqFrozen) {
+      // The owner is resizing: wait (bounded) for the new geometry.
+      uint64_t now = now_ns();
+      if (!frozen_since) frozen_since = now;
+      if (now - frozen_since > kCqFrozenWaitNs) return CqPush::kOverflow;
+      cpu_relax();
+      tw = r->tail.load(std::memory_order_acquire);
+      continue;
+    }
     uint64_t h = r->head.load(std::memory_order_acquire);  // pairs with cq_pop's release
-    if (t - h >= r->capacity) {
+    if ((tw & kCqPosMask) - h >= ld_acq(r->capacity)) {
       r->overflow.store(1, std::memory_order_relaxed);
       return CqPush::kOverflow;
     }
-    if (r->tail.compare_exchange_weak(t, t + 1, std::memory_order_acq_rel)) break;
+    if (r->tail.compare_exchange_weak(tw, tw + 1, std::memory_order_acq_rel)) break;
   }
-  Cqe* s = &slots[t & r->mask];
+  const uint64_t t = tw & kCqPosMask;
+  // Geometry read after the claim: a resize cannot change it until this slot is published.
+  Cqe* s = &cq_slots(seg_base, r)[t & ld_acq(r->mask)];
   // Copy everything but the sequence word, then publish.
   memcpy(reinterpret_cast<char*>(s) + sizeof(s->seq), reinterpret_cast<const char*>(&c) + sizeof(c.seq),
          sizeof(Cqe) - sizeof(c.seq));
@@ -44,10 +76,11 @@ inline CqPush cq_push(uint8_t* seg_base, CqRing* r, const Cqe& c, bool solicited
 /// Consumer: copies up to `n` completions into `out`. Owner only, under its lock.
 inline int cq_pop(uint8_t* seg_base, CqRing* r, Cqe* out, int n) {
   Cqe* slots = cq_slots(seg_base, r);
+  const uint32_t mask = r->mask;
   uint64_t h = r->head.load(std::memory_order_relaxed);
   int got = 0;
   while (got < n) {
-    Cqe* s = &slots[h & r->mask];
+    Cqe* s = &slots[h & mask];
     if (std::atomic_ref<uint64_t>(s->seq).load(std::memory_order_acquire) != h + 1) break;  // pairs with cq_push's release
     memcpy(static_cast<void*>(&out[got]), s, sizeof(Cqe));
     ++got;
@@ -57,11 +90,45 @@ inline int cq_pop(uint8_t* seg_base, CqRing* r, Cqe* out, int n) {
   return got;
 }
 
-/// True if a completion is ready at the head (owner only).
-inline bool cq_ready(uint8_t* seg_base, const CqRing* r) {
-  const Cqe* slots = cq_slots(seg_base, r);
-  uint64_t h = r->head.load(std::memory_order_relaxed);
-  return std::atomic_ref<uint64_t>(const_cast<Cqe*>(slots)[h & r->mask].seq).load(std::memory_order_acquire) == h + 1;
+/// Number of completions claimed but not yet consumed (owner only).
+inline uint64_t cq_depth(const CqRing* r) {
+  return (r->tail.load(std::memory_order_acquire) & kCqPosMask) - r->head.load(std::memory_order_relaxed);
+}
+
+/// Owner only, under its poll lock: moves the ring to `new_slots_off` (room
+/// for `new_cap` entries, a power of two >= the entries present). Returns
+/// false if a producer died in the middle of publishing (its slot is lost).
+inline bool cq_resize(uint8_t* seg_base, CqRing* r, uint64_t new_slots_off, uint32_t new_cap) {
+  uint64_t tw = r->tail.fetch_or(kCqFrozen, std::memory_order_acq_rel);
+  const uint64_t end = tw & kCqPosMask;
+  const uint64_t head = r->head.load(std::memory_order_relaxed);
+  Cqe* old_slots = cq_slots(seg_base, r);
+  const uint32_t old_mask = r->mask;
+  Cqe* new_slots = reinterpret_cast<Cqe*>(seg_base + new_slots_off);
+  bool complete = true;
+  for (uint64_t p = head; p < end; ++p) {
+    Cqe* s = &old_slots[p & old_mask];
+    uint64_t deadline = 0;
+    // Wait (bounded) for a producer that claimed p before the freeze to publish it.
+    while (std::atomic_ref<uint64_t>(s->seq).load(std::memory_order_acquire) != p + 1) {
+      uint64_t now = now_ns();
+      if (!deadline) deadline = now + kCqFrozenWaitNs;
+      if (now > deadline) break;
+      cpu_relax();
+    }
+    Cqe* d = &new_slots[p & (new_cap - 1)];
+    memcpy(static_cast<void*>(d), s, sizeof(Cqe));
+    if (std::atomic_ref<uint64_t>(s->seq).load(std::memory_order_acquire) != p + 1) {
+      complete = false;
+      std::atomic_ref<uint64_t>(d->seq).store(p + 1, std::memory_order_release);  // surfaces as a stale entry
+    }
+  }
+  st_rel(r->slots_off, new_slots_off);
+  st_rel(r->mask, new_cap - 1);
+  st_rel(r->capacity, new_cap);
+  // Unfreeze with a new generation: CASes based on the old tail word fail.
+  r->tail.store(((tw & ~kCqPosMask & ~kCqFrozen) + kCqGenOne) | end, std::memory_order_release);
+  return complete;
 }
 
 }  // namespace uroce::core

@@ -1,6 +1,7 @@
 #include "core/service.h"
 
 #include <poll.h>
+#include <pthread.h>
 #include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
@@ -28,7 +29,23 @@ struct State {
 };
 
 State& st() {
-  static State* s = new State();  // lives for the process
+  static State* s = [] {
+    auto* n = new State();  // lives for the process
+    // The service thread does not survive fork(): the child starts its own on demand.
+    pthread_atfork(nullptr, nullptr, [] {
+      State& c = st();
+      new (&c.mu) std::mutex();
+      new (&c.run_mu) std::mutex();
+      c.deferred.clear();
+      c.n_deferred.store(0);
+      if (c.wake_fd >= 0) close(c.wake_fd);
+      c.wake_fd = -1;
+      c.daemon_fd = -1;
+      c.on_death = nullptr;
+      c.started = false;
+    });
+    return n;
+  }();
   return *s;
 }
 

@@ -230,7 +230,10 @@ UROCE_EXPORT int ibv_destroy_cq(ibv_cq* cq) {
 
 UROCE_EXPORT int ibv_resize_cq(ibv_cq* cq, int cqe) {
   if (cqe <= 0) return EINVAL;
-  return ucq(cq)->core->resize(uint32_t(cqe)).err();
+  UCq* c = ucq(cq);
+  int err = c->core->resize(uint32_t(cqe)).err();
+  if (!err) cq->cqe = int(c->core->reported_cqe());
+  return err;
 }
 
 UROCE_EXPORT int ibv_get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context) {

@@ -1,5 +1,6 @@
 // Device list, open/close, and every query verb (device, port, GID, P_Key).
 #include <arpa/inet.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -172,7 +173,9 @@ UROCE_EXPORT ibv_context* ibv_open_device(ibv_device* device) {
   c->core = std::move(core.value());
   ibv_context* ctx = &c->vctx.context;
   ctx->device = device;
-  ctx->cmd_fd = -1;
+  // A real descriptor, as the uverbs char device would be; nothing is ever
+  // signalled on it (the control path is uroced's socket).
+  ctx->cmd_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   ctx->async_fd = c->core->async_fd();
   ctx->num_comp_vectors = int(kLimits.num_comp_vectors);
   pthread_mutex_init(&ctx->mutex, nullptr);
@@ -191,6 +194,7 @@ UROCE_EXPORT int ibv_close_device(ibv_context* context) {
     std::erase(t.open_ctxs, c);
   }
   pthread_mutex_destroy(&context->mutex);
+  if (context->cmd_fd >= 0) close(context->cmd_fd);
   delete c;
   return 0;
 }

@@ -85,6 +85,48 @@ TEST(CqRing, ManyProducersLoseNothing) {
   for (auto& t : ts) t.join();
 }
 
+TEST(CqRing, ResizeWhileProducersRunLosesNothing) {
+  constexpr int kThreads = 3, kPer = 30000;
+  // One arena: ring header + first slots, then room for the bigger arrays.
+  std::vector<uint8_t> mem(sizeof(CqRing) + (64 + 128 + 256 + 512) * sizeof(Cqe) + 64);
+  uint8_t* base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(mem.data()) + 63) & ~uintptr_t(63));
+  CqRing* r = new (base) CqRing();
+  r->capacity = 64;
+  r->mask = 63;
+  r->slots_off = sizeof(CqRing);
+  std::vector<std::thread> ts;
+  for (int t = 0; t < kThreads; ++t) {
+    ts.emplace_back([&, t] {
+      for (int i = 0; i < kPer; ++i) {
+        Cqe c{};
+        c.wr_id = uint64_t(t) << 32 | uint64_t(i);
+        while (cq_push(base, r, c, false) == CqPush::kOverflow) std::this_thread::yield();
+      }
+    });
+  }
+  std::vector<int> next(kThreads, 0);
+  int total = 0, resizes = 0;
+  uint64_t off = sizeof(CqRing) + 64 * sizeof(Cqe);
+  Cqe out[16];
+  while (total < kThreads * kPer) {
+    if (resizes < 3 && total > (resizes + 1) * 10000) {
+      uint32_t cap = r->capacity * 2;
+      EXPECT_TRUE(cq_resize(base, r, off, cap));
+      off += cap * sizeof(Cqe);
+      ++resizes;
+    }
+    int n = cq_pop(base, r, out, 16);
+    for (int i = 0; i < n; ++i) {
+      int t = int(out[i].wr_id >> 32);
+      ASSERT_EQ(int(out[i].wr_id & 0xffffffff), next[t]++);
+    }
+    total += n;
+  }
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(resizes, 3);
+  EXPECT_EQ(r->capacity, 512u);
+}
+
 struct RqFixture {
   RqFixture(uint32_t max_wr, uint32_t max_sge) {
     uint32_t slots = 1;
