@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <new>
 #include <string>
 
 #include "common/clock.h"
@@ -102,6 +103,10 @@ std::mutex g_init_mu;
 }  // namespace
 
 void ControlClient::after_fork_child() {
+  // Only the forking thread exists in the child: a lock another parent thread
+  // held at fork() would never be released, so start from fresh locks.
+  new (&g_init_mu) std::mutex();
+  if (g_inst) new (&g_inst->mu_) std::mutex();
   // The child must not share the parent's control connection (requests and
   // replies would interleave); it connects anew, as its own client, on next use.
   if (g_inst && g_inst->fd_ >= 0) {

@@ -1,16 +1,23 @@
 #include "core/peer_map.h"
 
+#include <pthread.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <mutex>
+#include <new>
 
 #include "core/control_client.h"
 
 namespace uroce::core {
 
 PeerMap& PeerMap::get() {
-  static PeerMap* m = new PeerMap();  // lives for the process
+  static PeerMap* m = [] {
+    auto* n = new PeerMap();  // lives for the process
+    // A lock held by another parent thread at fork() is never released in the child.
+    pthread_atfork(nullptr, nullptr, [] { new (&PeerMap::get().mu_) std::shared_mutex(); });
+    return n;
+  }();
   return *m;
 }
 

@@ -1,5 +1,6 @@
 #include "link/shm_link.h"
 
+#include <pthread.h>
 #include <signal.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -7,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <algorithm>
+#include <mutex>
 #include <sched.h>
 
 #include "common/clock.h"
@@ -14,10 +16,18 @@
 namespace uroce::link {
 namespace {
 
+thread_local int32_t t_self_pid = 0;
+
+/// This process's pid, cached per thread. After fork() the child runs on the
+/// forking thread, whose cache still holds the parent's pid: a child that
+/// believed it was its parent would "copy to the peer" into its own memory
+/// and report success. The atfork handler clears that thread's cache.
 int32_t self_pid() {
-  static thread_local int32_t pid = 0;
-  if (!pid) pid = getpid();
-  return pid;
+  if (t_self_pid) return t_self_pid;
+  static std::once_flag once;
+  std::call_once(once, [] { pthread_atfork(nullptr, nullptr, [] { t_self_pid = 0; }); });
+  t_self_pid = getpid();
+  return t_self_pid;
 }
 
 size_t total(const iovec* v, size_t n) {

@@ -5,6 +5,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <mutex>
+#include <unordered_set>
 
 #include "core/limits.h"
 #include "core/notify.h"
@@ -13,6 +15,24 @@
 #include "verbs/objects.h"
 
 namespace uroce::verbs {
+namespace {
+// Live CQs of this process: a wake-up names its CQ by pointer, and anything
+// on the host can post to a channel, so a handle is checked before use.
+std::mutex g_live_mu;
+std::unordered_set<const UCq*> g_live;
+void live_add(const UCq* c) {
+  std::lock_guard<std::mutex> g(g_live_mu);
+  g_live.insert(c);
+}
+void live_del(const UCq* c) {
+  std::lock_guard<std::mutex> g(g_live_mu);
+  g_live.erase(c);
+}
+bool live_has(const UCq* c) {
+  std::lock_guard<std::mutex> g(g_live_mu);
+  return g_live.count(c) != 0;
+}
+}  // namespace
 
 static_assert(int(core::WcStatus::kGeneralErr) == IBV_WC_GENERAL_ERR);
 static_assert(int(core::WcStatus::kRnrRetryExcErr) == IBV_WC_RNR_RETRY_EXC_ERR);
@@ -166,6 +186,7 @@ UCq* create_cq_common(ibv_context* context, uint32_t cqe, void* cq_context, ibv_
   pthread_cond_init(&c->ex.cond, nullptr);
   init_cq_ex_ops(c);
   if (ch) ch->refs++;
+  live_add(c);
   return c;
 }
 
@@ -222,6 +243,7 @@ UROCE_EXPORT int ibv_destroy_cq(ibv_cq* cq) {
   UCq* c = ucq(cq);
   if (c->core->refs.load()) return EBUSY;
   if (c->chan) c->chan->refs--;
+  live_del(c);
   pthread_mutex_destroy(&c->ex.mutex);
   pthread_cond_destroy(&c->ex.cond);
   delete c;
@@ -242,7 +264,10 @@ UROCE_EXPORT int ibv_get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void**
     ssize_t n = recv(channel->fd, &m, sizeof(m), 0);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return -1;  // EAGAIN with O_NONBLOCK, as the kernel's fd
-    if (n == sizeof(m) && m.kind == core::kNotifyCq) break;
+    if (n == sizeof(m) && m.kind == core::kNotifyCq &&
+        live_has(reinterpret_cast<const UCq*>(m.handle)) &&
+        reinterpret_cast<const UCq*>(m.handle)->ex.channel == channel)
+      break;
   }
   auto* c = reinterpret_cast<UCq*>(m.handle);
   *cq = ibv_cq_ex_to_cq(&c->ex);

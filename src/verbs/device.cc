@@ -75,7 +75,6 @@ int load_devices() {
     t.devs.push_back(d);
   }
   t.loaded = true;
-  core::Service::get().watch_daemon(cc.value()->fd(), on_daemon_death);
   return 0;
 }
 
@@ -180,6 +179,8 @@ UROCE_EXPORT ibv_context* ibv_open_device(ibv_device* device) {
   ctx->num_comp_vectors = int(kLimits.num_comp_vectors);
   pthread_mutex_init(&ctx->mutex, nullptr);
   init_context_ops(c);
+  // Watch this process's control connection (new after a fork) for uroced's death.
+  core::Service::get().watch_daemon(c->core->ctl()->fd(), on_daemon_death);
   DeviceTable& t = table();
   std::lock_guard<std::mutex> g(t.ctx_mu);
   t.open_ctxs.push_back(c);
@@ -212,7 +213,7 @@ static void fill_device_attr(UDevice* d, ibv_device_attr* a) {
   a->max_qp = int(kLimits.max_qp);
   a->max_qp_wr = int(kLimits.max_qp_wr);
   a->device_cap_flags = IBV_DEVICE_BAD_PKEY_CNTR | IBV_DEVICE_BAD_QKEY_CNTR | IBV_DEVICE_SYS_IMAGE_GUID |
-                        IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_SRQ_RESIZE | IBV_DEVICE_N_NOTIFY_CQ |
+                        IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_N_NOTIFY_CQ |
                         IBV_DEVICE_PORT_ACTIVE_EVENT | IBV_DEVICE_CHANGE_PHY_PORT;
   a->max_sge = int(kLimits.max_sge);
   a->max_sge_rd = int(kLimits.max_sge_rd);

@@ -1,0 +1,19 @@
+# Multi-process data-path tests through the C verbs API (label: integration).
+# Each binary gets its own uroced (see uroce_gtest); all of them together run
+# in about a second.
+#
+# tests/support/verbs_harness.{h,cc} (fork a peer, socketpair, bounded CQ
+# polling, shadowed buffers, the Agent) is built once as a static library;
+# other tiers may link uroce_verbs_harness too (define it the same way, under
+# the same guard, if their tests.cmake is included first).
+if(NOT TARGET uroce_verbs_harness)
+  add_library(uroce_verbs_harness STATIC ${PROJECT_SOURCE_DIR}/tests/support/verbs_harness.cc)
+  target_include_directories(uroce_verbs_harness PUBLIC ${IBVERBS_INCLUDE_DIR} ${PROJECT_SOURCE_DIR}/tests)
+  target_link_libraries(uroce_verbs_harness PUBLIC ibverbs)
+endif()
+
+foreach(t harness rc_ops stopped_target uc_ud srq comp_channel post_send_ex atomic_stress)
+  uroce_gtest(verbs_ops_${t}_test LABEL integration TIMEOUT 60 VERBS
+              SOURCES ${CMAKE_CURRENT_LIST_DIR}/${t}_test.cc)
+  target_link_libraries(verbs_ops_${t}_test PRIVATE uroce_verbs_harness)
+endforeach()
