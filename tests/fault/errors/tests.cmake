@@ -1,0 +1,33 @@
+# fault/errors: bad input gets a clear error, nothing is lost (C verbs API).
+# Two executables: the daemon-death test kills its uroced, so it must not
+# share a process (or a daemon) with anything else.
+
+# The forked peer of the process-death tests: a plain verbs program, exec'd by
+# the tests so it starts with a clean library and its own uroced connection.
+add_executable(fault_errors_peer ${CMAKE_CURRENT_LIST_DIR}/peer_main.cc)
+target_include_directories(fault_errors_peer PRIVATE ${IBVERBS_INCLUDE_DIR} ${PROJECT_SOURCE_DIR}/tests)
+target_link_libraries(fault_errors_peer PRIVATE ibverbs)
+
+set(UROCE_FAULT_ERRORS_DIR ${CMAKE_CURRENT_LIST_DIR})
+
+uroce_gtest(fault_errors_test LABEL fault TIMEOUT 60 VERBS SOURCES
+  ${UROCE_FAULT_ERRORS_DIR}/fault_harness.cc
+  ${UROCE_FAULT_ERRORS_DIR}/local_protection_test.cc
+  ${UROCE_FAULT_ERRORS_DIR}/remote_access_test.cc
+  ${UROCE_FAULT_ERRORS_DIR}/length_test.cc
+  ${UROCE_FAULT_ERRORS_DIR}/rnr_test.cc
+  ${UROCE_FAULT_ERRORS_DIR}/modify_qp_test.cc
+  ${UROCE_FAULT_ERRORS_DIR}/queue_depth_test.cc
+  ${UROCE_FAULT_ERRORS_DIR}/flush_test.cc
+  ${UROCE_FAULT_ERRORS_DIR}/peer_death_test.cc
+  ${UROCE_FAULT_ERRORS_DIR}/busy_destroy_test.cc
+  ${UROCE_FAULT_ERRORS_DIR}/unsupported_test.cc)
+
+uroce_gtest(fault_errors_daemon_death_test LABEL fault TIMEOUT 30 VERBS SOURCES
+  ${UROCE_FAULT_ERRORS_DIR}/fault_harness.cc
+  ${UROCE_FAULT_ERRORS_DIR}/daemon_death_test.cc)
+
+foreach(t fault_errors_test fault_errors_daemon_death_test)
+  target_compile_definitions(${t} PRIVATE UROCE_FAULT_PEER_PATH="$<TARGET_FILE:fault_errors_peer>")
+  add_dependencies(${t} fault_errors_peer)
+endforeach()
