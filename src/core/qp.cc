@@ -193,6 +193,11 @@ Status Qp::modify(const QpModifyArgs& a, uint32_t mask) {
     flush_sq_st();
     flush_rq();
   }
+  if (next == QpState::kRts && cur == QpState::kSqd && !deferred_.empty()) {
+    // Work held while drained resumes.
+    wants_service_.store(true, std::memory_order_release);
+    Service::get().add_deferred(this);
+  }
   if (next == QpState::kSqd && attr_.en_sqd_async_notify) {
     // Work executes synchronously or waits deferred; with nothing in flight the SQ is drained.
     NotifyMsg m{kNotifyAsync, uint32_t(AsyncEvent::kSqDrained), shm_->user_handle};

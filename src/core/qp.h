@@ -98,6 +98,8 @@ class Qp {
   Status post_send(const SendWqe& w);
   /// Retries deferred work (RNR / no response); true while work is still deferred.
   bool progress();
+  /// True while deferred sends wait for the service thread (read by Service).
+  bool wants_service() const { return wants_service_.load(std::memory_order_acquire); }
   /// Called from poll_cq: `n` send-queue slots completed.
   void retire(uint32_t n) { sq_outstanding_.fetch_sub(n, std::memory_order_relaxed); }
 
@@ -129,6 +131,7 @@ class Qp {
   void complete_send(const SendWqe& w, WcStatus st, uint32_t byte_len, uint32_t retire);
   void defer(const SendWqe& w, uint32_t retire, Exec why, const ExecOut& o);
   void flush_sq_st();
+  bool progress_st();
   void flush_rq();
   Result<PeerQp> peer_for(uint32_t qpn);
 
@@ -154,6 +157,7 @@ class Qp {
   std::deque<Deferred> deferred_;
   uint32_t unsignaled_ = 0;                 // WQEs since the last signaled one
   std::atomic<uint32_t> sq_outstanding_{0};
+  std::atomic<bool> wants_service_{false};
   PeerQp peer_{};                           // RC/UC: cached target
 };
 

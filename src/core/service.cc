@@ -113,7 +113,12 @@ void Service::poke() {
   for (Qp* q : qps)
     if (!q->progress()) done.push_back(q);
   std::lock_guard<std::mutex> g(s.mu);
-  for (Qp* q : done) s.deferred.erase(std::remove(s.deferred.begin(), s.deferred.end(), q), s.deferred.end());
+  // A QP that deferred new work after its progress() said "done" keeps its
+  // place: its flag is set before add_deferred, which also takes s.mu.
+  for (Qp* q : done) {
+    if (q->wants_service()) continue;
+    s.deferred.erase(std::remove(s.deferred.begin(), s.deferred.end(), q), s.deferred.end());
+  }
   s.n_deferred.store(s.deferred.size());
 }
 

@@ -178,11 +178,20 @@ void Qp::defer(const SendWqe& w, uint32_t retire, Exec why, const ExecOut& o) {
   }
   b.w.sge = b.sge.data();
   b.w.num_sge = uint32_t(b.sge.size());
-  if (state() != QpState::kSqd) Service::get().add_deferred(this);
+  if (state() != QpState::kSqd) {
+    wants_service_.store(true, std::memory_order_release);  // before add_deferred: see Service::poke
+    Service::get().add_deferred(this);
+  }
 }
 
 bool Qp::progress() {
   std::lock_guard<std::mutex> g(sq_mu_);
+  bool more = progress_st();
+  if (!more) wants_service_.store(false, std::memory_order_release);
+  return more;
+}
+
+bool Qp::progress_st() {
   QpState st = state();
   if (st == QpState::kErr || st == QpState::kSqe) {
     if (attr_.state != QpState::kErr) enter_error_st();

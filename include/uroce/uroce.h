@@ -1,0 +1,52 @@
+/* uroce: a user-space software RDMA NIC behind a drop-in libibverbs.so.1.
+ *
+ * Programs use uroce through the standard verbs API (<infiniband/verbs.h> from
+ * rdma-core); they need nothing from this header. It exists for programs and
+ * scripts that want to know which uroce they run with, and to spell the
+ * environment variables uroce reads without typos.
+ *
+ * Plain C (C89 and later) and C++: macros only, no declarations, no linking.
+ */
+#ifndef UROCE_UROCE_H_
+#define UROCE_UROCE_H_
+
+/* Version of the uroce release this header belongs to (the CMake project
+ * version; the pkg-config file "uroce.pc" carries the same string). */
+#define UROCE_VERSION_MAJOR 0
+#define UROCE_VERSION_MINOR 1
+#define UROCE_VERSION_PATCH 0
+#define UROCE_VERSION_STRING "0.1.0"
+/* One comparable number, for #if: UROCE_VERSION >= UROCE_VERSION_ENCODE(0, 1, 0). */
+#define UROCE_VERSION_ENCODE(major, minor, patch) (((major)*10000L) + ((minor)*100L) + (patch))
+#define UROCE_VERSION UROCE_VERSION_ENCODE(UROCE_VERSION_MAJOR, UROCE_VERSION_MINOR, UROCE_VERSION_PATCH)
+
+/* Environment variables, by name. The macros are called UROCE_ENV_<what>
+ * rather than the variable's own name so they never clash with a project's
+ * own macros (e.g. a logging macro called UROCE_LOG). */
+
+/* Log threshold of the library and of uroced, written to stderr as
+ * "uroce[pid]: ...": error (default), warn, info, debug, trace, or 0-4. */
+#define UROCE_ENV_LOG "UROCE_LOG"
+
+/* Comma-separated interface names that get a device (uroce_<ifname>), e.g.
+ * "lo,eth0". Unset: every interface that is up and has an IPv4 address.
+ * Read by uroced when it starts, so it must be set in the environment of the
+ * first process that uses uroce (the library starts uroced from there). */
+#define UROCE_ENV_NETDEVS "UROCE_NETDEVS"
+
+/* Name of the uroced instance to talk to (an abstract unix socket
+ * "uroce/<name>"). Unset: one daemon per user, "uroce/uroced-uid<uid>".
+ * Processes that should see each other's devices and queue pairs must use the
+ * same name; tests use a private one each so they never share a daemon. */
+#define UROCE_ENV_DAEMON_NAME "UROCE_DAEMON_NAME"
+
+/* Path of the uroced executable the library starts when no daemon answers.
+ * Unset: next to the library (build tree: ../bin/uroced; installed:
+ * <prefix>/libexec/uroce/uroced, found from <prefix>/lib/uroce). */
+#define UROCE_ENV_UROCED "UROCE_UROCED"
+
+/* Milliseconds uroced stays alive with no client before it exits by itself
+ * (default 3000). Read by uroced; inherited from the process that starts it. */
+#define UROCE_ENV_UROCED_IDLE_MS "UROCED_IDLE_MS"
+
+#endif /* UROCE_UROCE_H_ */

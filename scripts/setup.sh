@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Installs, from Debian 12 packages, everything needed to build and test uroce.
+# Idempotent and non-interactive: when every package is already installed it
+# touches nothing (no apt-get update), so running it again costs ~0.1 s.
+# Runs as root (CI) or through sudo when available.
+# See the "Dependencies and why" table in README.md for what each package is for.
+set -euo pipefail
+
+packages=(
+  # build
+  g++ cmake ninja-build pkg-config
+  # rdma-core's verbs headers (we build against them; the real libibverbs is
+  # never linked), its example programs, and perftest: the unmodified
+  # binaries the integration tests and the demo run
+  libibverbs-dev ibverbs-utils perftest
+  # test and library dependencies
+  libgtest-dev googletest zlib1g-dev libfmt-dev
+  # tools the scripts and tests use
+  iproute2 procps python3
+  # style checks (.clang-format, .clang-tidy)
+  clang-format clang-tidy
+)
+
+is_installed() {
+  [[ "$(dpkg-query -W -f='${db:Status-Status}' "$1" 2>/dev/null)" == installed ]]
+}
+
+missing=()
+for p in "${packages[@]}"; do
+  is_installed "$p" || missing+=("$p")
+done
+if ((${#missing[@]} == 0)); then
+  echo "setup: all ${#packages[@]} packages already installed"
+  exit 0
+fi
+
+if [[ -r /etc/os-release ]]; then
+  # shellcheck disable=SC1091
+  . /etc/os-release
+  if [[ "${ID:-}" != debian || "${VERSION_ID:-}" != 12 ]]; then
+    echo "setup: warning: written for Debian 12, this is ${PRETTY_NAME:-unknown}" >&2
+  fi
+fi
+
+as_root=()
+if ((EUID != 0)); then
+  if command -v sudo >/dev/null 2>&1; then
+    as_root=(sudo)
+  else
+    echo "setup: missing packages (${missing[*]}) and not root, no sudo: install them as root" >&2
+    exit 1
+  fi
+fi
+
+echo "setup: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+"${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q
+"${as_root[@]}" env DEBIAN_FRONTEND=noninteractive \
+  apt-get install -y -q --no-install-recommends "${missing[@]}"
+
+for p in "${missing[@]}"; do
+  is_installed "$p" || { echo "setup: $p still not installed" >&2; exit 1; }
+done
+echo "setup: done"

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# The whole test run (what CI runs through .ci/run):
+#   1. scripts/setup.sh (Debian packages);
+#   2. `build`: configure, build, run every CTest test (all tiers);
+#   3. `build-asan` (-DUROCE_SANITIZE=ON, ASan+UBSan): build and run the
+#      GoogleTest tiers, minus the tests labelled `debian` (they load our
+#      instrumented library into uninstrumented Debian binaries, which ASan
+#      does not support).
+# Both phases run even if the first fails; exits non-zero if anything failed.
+# Bounded: every build and test run has a timeout; CTest kills a test at its
+# TIMEOUT property (default 300 s here for any test without one).
+# Extra CMake arguments for both trees: UROCE_CMAKE_ARGS (e.g.
+# "-DUROCE_TEST_PORT_BASE=19700" when another checkout runs tests at the
+# same time on this host).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+jobs=${UROCE_TEST_JOBS:-2}
+
+log() { printf '\n== [%4ds] %s\n' "$SECONDS" "$*"; }
+
+# configure_and_build DIR [cmake args...]
+configure_and_build() {
+  local dir=$1
+  shift
+  if [[ -f $dir/CMakeCache.txt ]]; then
+    # shellcheck disable=SC2086 # UROCE_CMAKE_ARGS is a list of words
+    timeout 300 cmake -S "$root" -B "$dir" "$@" ${UROCE_CMAKE_ARGS:-}
+  else
+    # shellcheck disable=SC2086
+    timeout 300 cmake -S "$root" -B "$dir" -G Ninja "$@" ${UROCE_CMAKE_ARGS:-}
+  fi
+  timeout 1500 cmake --build "$dir"
+}
+
+log "setup"
+bash scripts/setup.sh
+
+failed=()
+
+log "build (build)"
+if configure_and_build "$root/build" -DUROCE_SANITIZE=OFF; then
+  log "ctest: all tests (build)"
+  if ! timeout 1200 ctest --test-dir "$root/build" --output-on-failure -j"$jobs" --timeout 300; then
+    failed+=("ctest in build")
+  fi
+else
+  failed+=("build")
+fi
+
+log "build (build-asan, -DUROCE_SANITIZE=ON)"
+if configure_and_build "$root/build-asan" -DUROCE_SANITIZE=ON; then
+  log "ctest: unit|protocol|integration|fault without debian (build-asan)"
+  # Any sanitizer report fails the test: UBSan is built with
+  # -fno-sanitize-recover, ASan aborts on the first error.
+  export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
+  export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+  if ! timeout 1200 ctest --test-dir "$root/build-asan" --output-on-failure -j"$jobs" --timeout 300 \
+    -L 'unit|protocol|integration|fault' -LE debian; then
+    failed+=("ctest in build-asan")
+  fi
+else
+  failed+=("build-asan")
+fi
+
+log "done"
+if ((${#failed[@]})); then
+  echo "test.sh: FAILED: ${failed[*]}"
+  exit 1
+fi
+echo "test.sh: all passed"

@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# Runs one of rdma-core's example programs (ibv_*_pingpong) as a server and a
+# client on this host, both unmodified Debian binaries loading uroce's
+# libibverbs.so.1 (LD_LIBRARY_PATH is set by CTest, see tests/CMakeLists.txt).
+#
+# Usage: run_pair.sh PORT BINARY [ARGS...]
+#   server: BINARY -p PORT ARGS...
+#   client: BINARY -p PORT ARGS... localhost
+# PORT is the TCP port of the programs' own address exchange; tests run in
+# parallel, so every test passes a port of its own.
+#
+# Pass: both exit 0 and both print their "N iters in S seconds" summary.
+# Exit: 0 pass, 1 fail, 2 usage, 77 skipped (BINARY not installed).
+# Bounded: both must be done RUN_PAIR_TIMEOUT_S (default 30) seconds after the
+# server started. A program still running then is reported with its threads'
+# states (and stacks, when gdb is installed) and killed; whatever is still
+# running when this script exits is killed too.
+set -u
+
+if (($# < 2)); then
+  echo "usage: $0 PORT BINARY [ARGS...]" >&2
+  exit 2
+fi
+port=$1
+bin=$2
+shift 2
+limit_s=${RUN_PAIR_TIMEOUT_S:-30}
+
+if ! command -v "$bin" >/dev/null 2>&1; then
+  echo "SKIP: $bin not installed (Debian package ibverbs-utils)"
+  exit 77
+fi
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/uroce-pair.XXXXXX")
+server_pid=
+client_pid=
+# shellcheck disable=SC2317 # called through the trap
+cleanup() {
+  local pid
+  for pid in $server_pid $client_pid; do
+    kill -KILL "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
+  done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+
+# Line-buffered stdout, so a program that hangs or is killed still shows what
+# it printed (stdbuf is coreutils; without it the output is block-buffered).
+linebuf=()
+command -v stdbuf >/dev/null 2>&1 && linebuf=(stdbuf -oL)
+
+# True when something listens on TCP PORT (IPv4 or IPv6), from /proc/net:
+# local address "ADDR:PORT" in hex, state 0A = LISTEN.
+listening() {
+  local hex
+  hex=$(printf '%04X' "$1")
+  awk -v p=":$hex" '$2 ~ p"$" && $4 == "0A" { found = 1 } END { exit !found }' \
+    /proc/net/tcp /proc/net/tcp6 2>/dev/null
+}
+
+# What a stuck program is doing: state and kernel wait channel per thread,
+# then user-space stacks if gdb is there (bounded).
+dump_threads() {
+  local pid=$1 t
+  echo "--- $2 (pid $pid) threads: name state wchan"
+  for t in /proc/"$pid"/task/*; do
+    printf '  %s %s %s\n' "$(cat "$t/comm" 2>/dev/null)" \
+      "$(awk '{print $3}' "$t/stat" 2>/dev/null)" "$(cat "$t/wchan" 2>/dev/null)"
+  done
+  if command -v gdb >/dev/null 2>&1; then
+    timeout 30 gdb -p "$pid" -batch -ex 'thread apply all bt 20' 2>/dev/null | grep -E '^(Thread|#)'
+  fi
+}
+
+if listening "$port"; then
+  echo "FAIL: TCP port $port is already in use; pick another port for this test"
+  exit 1
+fi
+
+deadline=$((SECONDS + limit_s))
+echo "+ $bin -p $port $*  (server)"
+"${linebuf[@]}" "$bin" -p "$port" "$@" >"$work/server.out" 2>&1 &
+server_pid=$!
+
+# The client does not retry its TCP connect, so start it only once the
+# server listens (the server listens after it has set up its queue pairs).
+until listening "$port"; do
+  if ! kill -0 "$server_pid" 2>/dev/null || ((SECONDS >= deadline)); then
+    break
+  fi
+  sleep 0.05
+done
+
+echo "+ $bin -p $port $* localhost  (client)"
+"${linebuf[@]}" "$bin" -p "$port" "$@" localhost >"$work/client.out" 2>&1 &
+client_pid=$!
+
+# Wait for both, bounded. bash reaps its children as they exit, so kill -0
+# fails as soon as a program is done.
+while kill -0 "$server_pid" 2>/dev/null || kill -0 "$client_pid" 2>/dev/null; do
+  ((SECONDS >= deadline)) && break
+  sleep 0.05
+done
+
+# bash prints a "Killed" notice for each killed job on its stderr whenever it
+# reaps one; silence it until both are reaped (the verdict below says it).
+exec 3>&2 2>/dev/null
+timed_out=()
+for side in server client; do
+  pid_var=${side}_pid
+  if kill -0 "${!pid_var}" 2>/dev/null; then
+    timed_out+=("$side")
+    dump_threads "${!pid_var}" "$side"
+    kill -KILL "${!pid_var}" 2>/dev/null
+  fi
+done
+wait "$server_pid"
+server_rc=$?
+wait "$client_pid"
+client_rc=$?
+exec 2>&3 3>&-
+server_pid=
+client_pid=
+
+echo "----- server (exit $server_rc) -----"
+cat "$work/server.out"
+echo "----- client (exit $client_rc) -----"
+cat "$work/client.out"
+echo "-----"
+
+ok=1
+for side in "${timed_out[@]}"; do
+  echo "FAIL: $side still running after ${limit_s}s (killed)"
+  ok=0
+done
+for side in server client; do
+  rc_var=${side}_rc
+  [[ " ${timed_out[*]} " == *" $side "* ]] && continue
+  if [[ ${!rc_var} -ne 0 ]]; then
+    echo "FAIL: $side exited with ${!rc_var}"
+    ok=0
+  elif ! grep -q ' iters in ' "$work/$side.out"; then
+    echo "FAIL: $side printed no 'iters in' summary"
+    ok=0
+  fi
+done
+if ((ok)); then
+  echo "PASS: $bin $*"
+  exit 0
+fi
+exit 1
