@@ -15,11 +15,10 @@ void log_msg(LogLevel lvl, const char* fmt, ...) __attribute__((format(printf, 2
 
 }  // namespace uroce
 
-#define UROCE_LOG(lvl, ...)                                      \
-  do {                                                           \
-    if (__builtin_expect(int(::uroce::LogLevel::lvl) <=          \
-                             int(::uroce::log_level()), 0))      \
-      ::uroce::log_msg(::uroce::LogLevel::lvl, __VA_ARGS__);     \
+#define UROCE_LOG(lvl, ...)                                                            \
+  do {                                                                                 \
+    if (__builtin_expect(int(::uroce::LogLevel::lvl) <= int(::uroce::log_level()), 0)) \
+      ::uroce::log_msg(::uroce::LogLevel::lvl, __VA_ARGS__);                           \
   } while (0)
 #define UROCE_ERR(...) UROCE_LOG(kError, __VA_ARGS__)
 #define UROCE_WARN(...) UROCE_LOG(kWarn, __VA_ARGS__)

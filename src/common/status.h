@@ -26,8 +26,8 @@ class [[nodiscard]] Status {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T v) : v_(std::move(v)) {}                 // NOLINT: implicit by design
-  Result(Status s) : v_(s) {}                        // NOLINT
+  Result(T v) : v_(std::move(v)) {}  // NOLINT: implicit by design
+  Result(Status s) : v_(s) {}        // NOLINT
   bool is_ok() const { return v_.index() == 0; }
   int err() const { return is_ok() ? 0 : std::get<1>(v_).err(); }
   T& value() { return std::get<0>(v_); }

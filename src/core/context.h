@@ -43,8 +43,7 @@ class Context {
   /// Registers [vaddr, vaddr+len) addressed as iova; returns the key (lkey == rkey).
   Result<uint32_t> reg_mr(uint32_t pd_id, uint64_t vaddr, uint64_t len, uint64_t iova, uint32_t access);
   /// Rewrites a registration in place (ibv_rereg_mr); the key stays.
-  Status rereg_mr(uint32_t key, uint32_t pd_id, uint64_t vaddr, uint64_t len, uint64_t iova,
-                  uint32_t access);
+  Status rereg_mr(uint32_t key, uint32_t pd_id, uint64_t vaddr, uint64_t len, uint64_t iova, uint32_t access);
   void dereg_mr(uint32_t key);
   /// Looks up a local key for an access by this context's QP in `pd_id`.
   bool lookup_mr(uint32_t key, MrView* out) const {

@@ -1,9 +1,9 @@
 #include "core/control_client.h"
 
 #include <dlfcn.h>
-#include <pthread.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -43,8 +43,8 @@ std::string find_uroced() {
     if (realpath(info.dli_fname, real)) {
       std::string dir(real);
       dir = dir.substr(0, dir.rfind('/'));
-      for (const char* rel : {"/../bin/uroced", "/uroced", "/../../libexec/uroce/uroced",
-                              "/../libexec/uroce/uroced"}) {
+      for (const char* rel :
+           {"/../bin/uroced", "/uroced", "/../../libexec/uroce/uroced", "/../libexec/uroce/uroced"}) {
         if (is_exec(dir + rel)) return dir + rel;
       }
     }
@@ -152,7 +152,10 @@ Status transact(int fd, const Request& req, Reply* rep, int send_fd, int* recv_f
   if (send_msg_fd(fd, &req, sizeof(req), send_fd) < 0) return Status(ENODEV);
   int got_fd = -1;
   ssize_t n = recv_msg_fd(fd, rep, sizeof(Reply), &got_fd, kReplyTimeoutMs);
-  if (recv_fd) *recv_fd = got_fd; else if (got_fd >= 0) close(got_fd);
+  if (recv_fd)
+    *recv_fd = got_fd;
+  else if (got_fd >= 0)
+    close(got_fd);
   if (n == -ETIMEDOUT) return Status(ETIMEDOUT);
   if (n < ssize_t(offsetof(Reply, devices))) return Status(ENODEV);
   return Status(rep->status);

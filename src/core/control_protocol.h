@@ -16,14 +16,14 @@ constexpr uint32_t kProtoVersion = 1;
 std::string daemon_socket_name();
 
 enum class MsgType : uint32_t {
-  kHello = 1,         // -> HelloReply + fd of the host shared memory
-  kRegisterCtx = 2,   // fd: the context segment memfd -> ctx_id
+  kHello = 1,        // -> HelloReply + fd of the host shared memory
+  kRegisterCtx = 2,  // fd: the context segment memfd -> ctx_id
   kUnregisterCtx = 3,
-  kAllocQpn = 4,      // ctx_id, qp_off -> qpn
+  kAllocQpn = 4,  // ctx_id, qp_off -> qpn
   kFreeQpn = 5,
-  kAllocKey = 6,      // ctx_id, slot -> key
+  kAllocKey = 6,  // ctx_id, slot -> key
   kFreeKey = 7,
-  kResolveQpn = 8,    // qpn -> pid, ctx_id, qp_off + fd of the owner's segment
+  kResolveQpn = 8,  // qpn -> pid, ctx_id, qp_off + fd of the owner's segment
   kPing = 9,
 };
 
@@ -38,7 +38,7 @@ struct Request {
 };
 
 struct Reply {
-  int32_t status;       // 0 or errno
+  int32_t status;  // 0 or errno
   uint32_t ctx_id;
   uint32_t qpn;
   uint32_t key;

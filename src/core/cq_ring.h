@@ -81,7 +81,8 @@ inline int cq_pop(uint8_t* seg_base, CqRing* r, Cqe* out, int n) {
   int got = 0;
   while (got < n) {
     Cqe* s = &slots[h & mask];
-    if (std::atomic_ref<uint64_t>(s->seq).load(std::memory_order_acquire) != h + 1) break;  // pairs with cq_push's release
+    if (std::atomic_ref<uint64_t>(s->seq).load(std::memory_order_acquire) != h + 1)
+      break;  // pairs with cq_push's release
     memcpy(static_cast<void*>(&out[got]), s, sizeof(Cqe));
     ++got;
     ++h;

@@ -13,15 +13,15 @@ constexpr uint32_t kMaxGids = 16;
 enum class GidType : uint32_t { kIbRoceV1 = 0, kRoceV2 = 1 };
 
 struct DeviceInfo {
-  char name[64];         // "uroce_<ifname>"
+  char name[64];  // "uroce_<ifname>"
   char ifname[16];
   uint32_t ifindex;
-  uint32_t if_mtu;       // interface MTU in bytes
+  uint32_t if_mtu;  // interface MTU in bytes
   uint8_t mac[6];
   uint8_t is_loopback;
   uint8_t pad;
   uint32_t num_gids;
-  uint64_t node_guid;    // big-endian bytes as ibv_get_device_guid returns
+  uint64_t node_guid;  // big-endian bytes as ibv_get_device_guid returns
   uint8_t gids[kMaxGids][16];
   uint32_t gid_types[kMaxGids];
 };

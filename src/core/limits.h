@@ -34,8 +34,8 @@ struct DeviceLimits {
   uint32_t max_msg_sz;
   uint32_t num_comp_vectors;
   uint64_t page_size_cap;
-  uint32_t hca_core_clock_khz;   // completion timestamps are in ns
-  uint32_t vendor_id;            // 0: perftest and UCX take generic paths
+  uint32_t hca_core_clock_khz;  // completion timestamps are in ns
+  uint32_t vendor_id;           // 0: perftest and UCX take generic paths
   uint32_t vendor_part_id;
   uint32_t hw_ver;
 };
@@ -48,7 +48,7 @@ inline constexpr DeviceLimits kLimits = {
     .max_sge_rd = 32,
     .max_cq = 1u << 14,
     .max_cqe = (1u << 22) - 1,
-    .max_mr = kMaxMrPerContext - 1,   // slot 0 is never used
+    .max_mr = kMaxMrPerContext - 1,  // slot 0 is never used
     .max_pd = 1u << 16,
     .max_qp_rd_atom = 128,
     .max_qp_init_rd_atom = 128,

@@ -10,9 +10,9 @@ namespace uroce::core {
 
 /// What travels in one datagram.
 struct NotifyMsg {
-  uint32_t kind;      // kNotifyCq or kNotifyAsync
-  uint32_t event;     // AsyncEvent for kNotifyAsync
-  uint64_t handle;    // owner-local object handle (ibv_cq* / ibv_qp* / ibv_srq*)
+  uint32_t kind;    // kNotifyCq or kNotifyAsync
+  uint32_t event;   // AsyncEvent for kNotifyAsync
+  uint64_t handle;  // owner-local object handle (ibv_cq* / ibv_qp* / ibv_srq*)
 };
 constexpr uint32_t kNotifyCq = 1;
 constexpr uint32_t kNotifyAsync = 2;

@@ -36,16 +36,16 @@ struct AddressVector {
 struct SendWqe {
   uint64_t wr_id = 0;
   WrOpcode opcode = WrOpcode::kSend;
-  uint32_t flags = 0;          // send_flags::
-  uint32_t imm = 0;            // network order (imm_data / invalidate_rkey)
+  uint32_t flags = 0;  // send_flags::
+  uint32_t imm = 0;    // network order (imm_data / invalidate_rkey)
   uint32_t num_sge = 0;
-  const Sge* sge = nullptr;    // lkey-checked, or raw addresses if kInline
+  const Sge* sge = nullptr;  // lkey-checked, or raw addresses if kInline
   uint64_t remote_addr = 0;
   uint32_t rkey = 0;
   uint64_t compare_add = 0;
   uint64_t swap = 0;
-  uint32_t remote_qpn = 0;     // UD
-  uint32_t remote_qkey = 0;    // UD
+  uint32_t remote_qpn = 0;            // UD
+  uint32_t remote_qkey = 0;           // UD
   const AddressVector* av = nullptr;  // UD
 };
 
@@ -110,11 +110,11 @@ class Qp {
   struct Deferred {
     SendWqe w;
     std::vector<Sge> sge;
-    std::vector<uint8_t> data;     // inline payload copy
+    std::vector<uint8_t> data;  // inline payload copy
     uint32_t retire;
     uint64_t next_try_ns = 0;
-    uint32_t retries = 0;          // retry_cnt budget used
-    uint32_t rnr_retries = 0;      // rnr_retry budget used
+    uint32_t retries = 0;      // retry_cnt budget used
+    uint32_t rnr_retries = 0;  // rnr_retry budget used
     bool rnr = false;
     uint64_t rq_tail_seen = 0;
   };
@@ -155,10 +155,10 @@ class Qp {
   std::mutex sq_mu_;
   std::mutex rq_mu_;
   std::deque<Deferred> deferred_;
-  uint32_t unsignaled_ = 0;                 // WQEs since the last signaled one
+  uint32_t unsignaled_ = 0;  // WQEs since the last signaled one
   std::atomic<uint32_t> sq_outstanding_{0};
   std::atomic<bool> wants_service_{false};
-  PeerQp peer_{};                           // RC/UC: cached target
+  PeerQp peer_{};  // RC/UC: cached target
 };
 
 /// Process-wide table of local QPs by local id (completions name their QP).

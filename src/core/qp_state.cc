@@ -15,11 +15,15 @@ enum Kind { kUdK = 0, kUcK = 1, kRcK = 2, kXrcK = 3 };
 
 Kind kind_of(QpType t) {
   switch (t) {
-    case QpType::kUd: return kUdK;
-    case QpType::kUc: return kUcK;
+    case QpType::kUd:
+      return kUdK;
+    case QpType::kUc:
+      return kUcK;
     case QpType::kXrcSend:
-    case QpType::kXrcRecv: return kXrcK;
-    default: return kRcK;
+    case QpType::kXrcRecv:
+      return kXrcK;
+    default:
+      return kRcK;
   }
 }
 
@@ -48,8 +52,7 @@ Rule rule(Kind k, QpState cur, QpState next) {
     case QpState::kRtr:
       if (next == QpState::kRts) {
         if (ud) return {kSqPsn, kCurState | kQkey | kRateLimit, true};
-        if (uc)
-          return {kSqPsn, kCurState | kAltPath | kAccessFlags | kPathMigState | kRateLimit, true};
+        if (uc) return {kSqPsn, kCurState | kAltPath | kAccessFlags | kPathMigState | kRateLimit, true};
         return {kTimeout | kRetryCnt | kRnrRetry | kSqPsn | kMaxQpRdAtomic,
                 kCurState | kAltPath | kAccessFlags | kMinRnrTimer | kPathMigState | kRateLimit, true};
       }

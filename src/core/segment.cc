@@ -20,8 +20,7 @@ Result<std::unique_ptr<Segment>> Segment::create() {
   std::unique_ptr<Segment> s(new Segment());
   s->memfd_ = memfd_create("uroce-ctx", MFD_CLOEXEC);
   if (s->memfd_ < 0) return Status(errno);
-  void* p = mmap(nullptr, kSegReserveBytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE,
-                 s->memfd_, 0);
+  void* p = mmap(nullptr, kSegReserveBytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, s->memfd_, 0);
   if (p == MAP_FAILED) return Status(errno);
   s->base_ = static_cast<uint8_t*>(p);
   const uint64_t mr_off = sizeof(SegHeader);

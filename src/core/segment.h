@@ -27,7 +27,9 @@ class Segment {
   SegHeader* header() const { return reinterpret_cast<SegHeader*>(base_); }
   MrEntry* mr_table() const { return reinterpret_cast<MrEntry*>(base_ + header()->mr_table_off); }
   template <typename T>
-  T* at(uint64_t off) const { return reinterpret_cast<T*>(base_ + off); }
+  T* at(uint64_t off) const {
+    return reinterpret_cast<T*>(base_ + off);
+  }
   uint64_t off_of(const void* p) const { return uint64_t(static_cast<const uint8_t*>(p) - base_); }
 
   /// Zeroed, cache-line aligned memory from the arena; returns its offset.

@@ -18,8 +18,8 @@ namespace uroce::core {
 namespace {
 
 struct State {
-  std::mutex mu;          // guards the fields below
-  std::mutex run_mu;      // held while progressing QPs (remove_qp waits on it)
+  std::mutex mu;      // guards the fields below
+  std::mutex run_mu;  // held while progressing QPs (remove_qp waits on it)
   std::vector<Qp*> deferred;
   std::atomic<size_t> n_deferred{0};
   int wake_fd = -1;

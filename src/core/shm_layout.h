@@ -22,7 +22,7 @@ constexpr size_t kSegReserveBytes = 64ull << 30;
 /// Offset 0 of every context segment (one per ibv_open_device).
 struct alignas(kCacheLine) SegHeader {
   uint64_t magic;
-  uint32_t ctx_id;      // assigned by uroced
+  uint32_t ctx_id;  // assigned by uroced
   int32_t owner_pid;
   /// 1 while the owner lives. Cleared by uroced when the owner's control
   /// socket closes; peers load it (acquire) before and after each operation.
@@ -38,12 +38,12 @@ struct alignas(kCacheLine) MrEntry {
   /// Seqlock: the owner makes it odd, rewrites, makes it even (release);
   /// peers load (acquire), copy, and re-check.
   std::atomic<uint32_t> seq;
-  uint32_t key;       // lkey == rkey; 0 = free slot
+  uint32_t key;  // lkey == rkey; 0 = free slot
   uint32_t pd_id;
-  uint32_t access;    // access:: bits
-  uint64_t iova;      // first address as work requests name it
+  uint32_t access;  // access:: bits
+  uint64_t iova;    // first address as work requests name it
   uint64_t length;
-  uint64_t vaddr;     // where iova lives in the owner's address space
+  uint64_t vaddr;  // where iova lives in the owner's address space
 };
 
 /// A snapshot of an MrEntry taken under the seqlock.
@@ -97,19 +97,19 @@ struct alignas(kCacheLine) RqRing {
   /// Consumers copy slot `head` then claim it with CAS(head, head+1); the
   /// producer loads it (acquire) to see freed slots.
   alignas(kCacheLine) std::atomic<uint64_t> head;
-  alignas(kCacheLine) uint32_t max_wr;      // logical depth (ENOMEM beyond)
-  uint32_t mask;                            // slots - 1 (power of two)
+  alignas(kCacheLine) uint32_t max_wr;  // logical depth (ENOMEM beyond)
+  uint32_t mask;                        // slots - 1 (power of two)
   uint32_t max_sge;
-  uint32_t stride;                          // bytes per slot
+  uint32_t stride;  // bytes per slot
   uint32_t is_srq;
   uint32_t srq_num;
   /// SRQ limit (0 = disarmed). A consumer that leaves fewer than this many
   /// WQEs exchanges it to 0 and raises IBV_EVENT_SRQ_LIMIT_REACHED.
   std::atomic<uint32_t> srq_limit;
   int32_t owner_pid;
-  uint64_t owner_ctx_handle;                // async-event socket id of the owner
-  uint64_t user_handle;                     // owner's ibv_srq*, echoed in events
-  uint64_t slots_off;                       // offset of slot 0 in the segment
+  uint64_t owner_ctx_handle;  // async-event socket id of the owner
+  uint64_t user_handle;       // owner's ibv_srq*, echoed in events
+  uint64_t slots_off;         // offset of slot 0 in the segment
 };
 
 /// One posted receive in an RqRing slot (followed by max_sge Sges).
@@ -126,12 +126,12 @@ struct alignas(kCacheLine) Cqe {
   /// Accessed only through std::atomic_ref (Cqe is copied by value elsewhere).
   uint64_t seq;
   uint64_t wr_id;
-  uint8_t status;        // WcStatus
-  uint8_t opcode;        // WcOpcode (fits: 0..7, 128, 129)
+  uint8_t status;  // WcStatus
+  uint8_t opcode;  // WcOpcode (fits: 0..7, 128, 129)
   uint8_t sl;
   uint8_t dlid_path_bits;
   uint32_t byte_len;
-  uint32_t imm;          // network order, as ibv_wc.imm_data
+  uint32_t imm;  // network order, as ibv_wc.imm_data
   uint32_t qp_num;
   uint32_t src_qp;
   uint32_t wc_flags;
@@ -158,12 +158,12 @@ struct alignas(kCacheLine) CqRing {
   /// (seq_cst) in req_notify_cq; a producer exchanges it to 0 (seq_cst)
   /// after publishing and, if it was armed, wakes the completion channel.
   alignas(kCacheLine) std::atomic<uint32_t> armed;
-  std::atomic<uint32_t> overflow;           // set by a producer that found it full
-  uint32_t capacity;                        // power of two
+  std::atomic<uint32_t> overflow;  // set by a producer that found it full
+  uint32_t capacity;               // power of two
   uint32_t mask;
   int32_t owner_pid;
-  uint32_t channel_id;                      // 0 = no completion channel
-  uint64_t user_handle;                     // owner's ibv_cq*, echoed in the wake-up
+  uint32_t channel_id;   // 0 = no completion channel
+  uint64_t user_handle;  // owner's ibv_cq*, echoed in the wake-up
   uint64_t slots_off;
 };
 constexpr uint32_t kArmNext = 1;
@@ -171,14 +171,14 @@ constexpr uint32_t kArmSolicited = 2;
 
 /// The part of a QP that peers need to act as its "NIC" on the intra-host link.
 struct alignas(kCacheLine) QpShm {
-  uint32_t magic;       // kQpMagic while the QP exists
+  uint32_t magic;  // kQpMagic while the QP exists
   uint32_t qpn;
   /// QpState. The owner stores transitions; a peer that detects a responder
   /// error CASes it to kErr. Peers load it (acquire) before each operation.
   std::atomic<uint32_t> state;
   uint32_t qp_type;
   uint32_t pd_id;
-  uint32_t access_flags;   // qp_access_flags: remote operations permitted
+  uint32_t access_flags;  // qp_access_flags: remote operations permitted
   uint32_t qkey;
   uint32_t min_rnr_timer;  // responder's RNR NAK timer (IB encoding)
   uint64_t rq_off;         // RqRing of this QP, or of its SRQ
@@ -187,7 +187,7 @@ struct alignas(kCacheLine) QpShm {
   uint32_t dest_qpn;
   int32_t owner_pid;
   uint32_t owner_ctx_id;
-  uint64_t user_handle;    // owner's ibv_qp*, echoed in async events
+  uint64_t user_handle;  // owner's ibv_qp*, echoed in async events
 };
 
 /// Per-device shared memory, created by uroced and mapped by every client:

@@ -26,8 +26,8 @@ Result<uint64_t> rq_ring_create(Context* ctx, uint32_t max_wr, uint32_t max_sge,
   return off;
 }
 
-Result<std::unique_ptr<Srq>> Srq::create(Context* ctx, uint32_t max_wr, uint32_t max_sge,
-                                         uint32_t limit, uint64_t user_handle) {
+Result<std::unique_ptr<Srq>> Srq::create(Context* ctx, uint32_t max_wr, uint32_t max_sge, uint32_t limit,
+                                         uint64_t user_handle) {
   if (max_wr == 0 || max_wr > kLimits.max_srq_wr || max_sge > kLimits.max_srq_sge) return Status(EINVAL);
   std::unique_ptr<Srq> s(new Srq());
   s->ctx_ = ctx;

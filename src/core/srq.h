@@ -17,8 +17,8 @@ Result<uint64_t> rq_ring_create(Context* ctx, uint32_t max_wr, uint32_t max_sge,
 
 class Srq {
  public:
-  static Result<std::unique_ptr<Srq>> create(Context* ctx, uint32_t max_wr, uint32_t max_sge,
-                                             uint32_t limit, uint64_t user_handle);
+  static Result<std::unique_ptr<Srq>> create(Context* ctx, uint32_t max_wr, uint32_t max_sge, uint32_t limit,
+                                             uint64_t user_handle);
   ~Srq();
   /// Posts one receive; ENOMEM when full.
   Status post(uint64_t wr_id, const Sge* sge, uint32_t num_sge);

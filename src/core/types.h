@@ -8,24 +8,59 @@ namespace uroce::core {
 
 /// Work completion status (IBV_WC_*).
 enum class WcStatus : uint32_t {
-  kSuccess = 0, kLocLenErr = 1, kLocQpOpErr = 2, kLocEecOpErr = 3, kLocProtErr = 4,
-  kWrFlushErr = 5, kMwBindErr = 6, kBadRespErr = 7, kLocAccessErr = 8, kRemInvReqErr = 9,
-  kRemAccessErr = 10, kRemOpErr = 11, kRetryExcErr = 12, kRnrRetryExcErr = 13,
-  kLocRddViolErr = 14, kRemInvRdReqErr = 15, kRemAbortErr = 16, kInvEecnErr = 17,
-  kInvEecStateErr = 18, kFatalErr = 19, kRespTimeoutErr = 20, kGeneralErr = 21,
+  kSuccess = 0,
+  kLocLenErr = 1,
+  kLocQpOpErr = 2,
+  kLocEecOpErr = 3,
+  kLocProtErr = 4,
+  kWrFlushErr = 5,
+  kMwBindErr = 6,
+  kBadRespErr = 7,
+  kLocAccessErr = 8,
+  kRemInvReqErr = 9,
+  kRemAccessErr = 10,
+  kRemOpErr = 11,
+  kRetryExcErr = 12,
+  kRnrRetryExcErr = 13,
+  kLocRddViolErr = 14,
+  kRemInvRdReqErr = 15,
+  kRemAbortErr = 16,
+  kInvEecnErr = 17,
+  kInvEecStateErr = 18,
+  kFatalErr = 19,
+  kRespTimeoutErr = 20,
+  kGeneralErr = 21,
 };
 
 /// Work completion opcode (IBV_WC_*).
 enum class WcOpcode : uint32_t {
-  kSend = 0, kRdmaWrite = 1, kRdmaRead = 2, kCompSwap = 3, kFetchAdd = 4, kBindMw = 5,
-  kLocalInv = 6, kTso = 7, kRecv = 128, kRecvRdmaWithImm = 129,
+  kSend = 0,
+  kRdmaWrite = 1,
+  kRdmaRead = 2,
+  kCompSwap = 3,
+  kFetchAdd = 4,
+  kBindMw = 5,
+  kLocalInv = 6,
+  kTso = 7,
+  kRecv = 128,
+  kRecvRdmaWithImm = 129,
 };
 
 /// Send work request opcode (IBV_WR_*).
 enum class WrOpcode : uint32_t {
-  kRdmaWrite = 0, kRdmaWriteWithImm = 1, kSend = 2, kSendWithImm = 3, kRdmaRead = 4,
-  kAtomicCmpAndSwp = 5, kAtomicFetchAndAdd = 6, kLocalInv = 7, kBindMw = 8,
-  kSendWithInv = 9, kTso = 10, kDriver1 = 11, kAtomicWrite = 12,
+  kRdmaWrite = 0,
+  kRdmaWriteWithImm = 1,
+  kSend = 2,
+  kSendWithImm = 3,
+  kRdmaRead = 4,
+  kAtomicCmpAndSwp = 5,
+  kAtomicFetchAndAdd = 6,
+  kLocalInv = 7,
+  kBindMw = 8,
+  kSendWithInv = 9,
+  kTso = 10,
+  kDriver1 = 11,
+  kAtomicWrite = 12,
 };
 
 /// QP state (IBV_QPS_*).
@@ -65,10 +100,26 @@ constexpr uint32_t kWithInv = 1u << 3;
 
 /// Async event types (IBV_EVENT_*).
 enum class AsyncEvent : uint32_t {
-  kCqErr = 0, kQpFatal, kQpReqErr, kQpAccessErr, kCommEst, kSqDrained, kPathMig,
-  kPathMigErr, kDeviceFatal, kPortActive, kPortErr, kLidChange, kPkeyChange,
-  kSmChange, kSrqErr, kSrqLimitReached, kQpLastWqeReached, kClientReregister,
-  kGidChange, kWqFatal,
+  kCqErr = 0,
+  kQpFatal,
+  kQpReqErr,
+  kQpAccessErr,
+  kCommEst,
+  kSqDrained,
+  kPathMig,
+  kPathMigErr,
+  kDeviceFatal,
+  kPortActive,
+  kPortErr,
+  kLidChange,
+  kPkeyChange,
+  kSmChange,
+  kSrqErr,
+  kSrqLimitReached,
+  kQpLastWqeReached,
+  kClientReregister,
+  kGidChange,
+  kWqFatal,
 };
 
 /// One scatter/gather element; same layout as struct ibv_sge.

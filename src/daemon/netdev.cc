@@ -42,7 +42,8 @@ std::set<std::string> wanted_names() {
   if (!s) return out;
   std::stringstream ss(s);
   std::string item;
-  while (std::getline(ss, item, ',')) if (!item.empty()) out.insert(item);
+  while (std::getline(ss, item, ','))
+    if (!item.empty()) out.insert(item);
   return out;
 }
 
@@ -63,14 +64,19 @@ std::vector<core::DeviceInfo> discover_devices() {
     i.flags = p->ifa_flags;
     if (!p->ifa_addr) continue;
     switch (p->ifa_addr->sa_family) {
-      case AF_INET: i.v4.push_back(reinterpret_cast<sockaddr_in*>(p->ifa_addr)->sin_addr); break;
-      case AF_INET6: i.v6.push_back(reinterpret_cast<sockaddr_in6*>(p->ifa_addr)->sin6_addr); break;
+      case AF_INET:
+        i.v4.push_back(reinterpret_cast<sockaddr_in*>(p->ifa_addr)->sin_addr);
+        break;
+      case AF_INET6:
+        i.v6.push_back(reinterpret_cast<sockaddr_in6*>(p->ifa_addr)->sin6_addr);
+        break;
       case AF_PACKET: {
         auto* ll = reinterpret_cast<sockaddr_ll*>(p->ifa_addr);
         if (ll->sll_halen == 6) memcpy(i.mac, ll->sll_addr, 6);
         break;
       }
-      default: break;
+      default:
+        break;
     }
   }
   freeifaddrs(ifa);

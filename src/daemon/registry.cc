@@ -20,8 +20,8 @@ Registry::~Registry() {
 Result<uint32_t> Registry::register_ctx(int client_fd, int32_t pid, int memfd) {
   struct stat st;
   if (memfd < 0 || fstat(memfd, &st) != 0 || size_t(st.st_size) < sizeof(SegHeader)) return Status(EINVAL);
-  void* base = mmap(nullptr, core::kSegReserveBytes, PROT_READ | PROT_WRITE,
-                    MAP_SHARED | MAP_NORESERVE, memfd, 0);
+  void* base =
+      mmap(nullptr, core::kSegReserveBytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, memfd, 0);
   if (base == MAP_FAILED) return Status(errno);
   auto* seg = static_cast<SegHeader*>(base);
   if (seg->magic != core::kSegMagic) {

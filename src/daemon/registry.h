@@ -17,7 +17,7 @@ struct CtxRecord {
   int client_fd = -1;
   int memfd = -1;
   int32_t pid = 0;
-  core::SegHeader* seg = nullptr;   // uroced's own mapping of the segment
+  core::SegHeader* seg = nullptr;  // uroced's own mapping of the segment
   std::set<uint32_t> qpns;
 };
 

@@ -9,11 +9,11 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
-#include <cstddef>
 #include <string>
 
 #include "common/clock.h"
@@ -158,7 +158,10 @@ class Server {
         break;
       case MsgType::kAllocQpn: {
         auto r = registry_.alloc_qpn(fd, req.ctx_id, req.off);
-        if (r.is_ok()) reply->qpn = r.value(); else reply->status = r.err();
+        if (r.is_ok())
+          reply->qpn = r.value();
+        else
+          reply->status = r.err();
         break;
       }
       case MsgType::kFreeQpn:
@@ -166,7 +169,10 @@ class Server {
         break;
       case MsgType::kAllocKey: {
         auto r = registry_.alloc_key(fd, req.ctx_id, req.slot);
-        if (r.is_ok()) reply->key = r.value(); else reply->status = r.err();
+        if (r.is_ok())
+          reply->key = r.value();
+        else
+          reply->status = r.err();
         break;
       }
       case MsgType::kFreeKey:

@@ -1,15 +1,15 @@
 #include "link/shm_link.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <algorithm>
 #include <mutex>
-#include <sched.h>
 
 #include "common/clock.h"
 
@@ -103,8 +103,8 @@ bool stripe_lock(core::AtomicStripe& s) {
 
 }  // namespace
 
-int atomic_on_peer(core::HostShm* host, int32_t pid, uint64_t remote_addr, AtomicOp op,
-                   uint64_t compare_add, uint64_t swap, uint64_t* orig) {
+int atomic_on_peer(core::HostShm* host, int32_t pid, uint64_t remote_addr, AtomicOp op, uint64_t compare_add,
+                   uint64_t swap, uint64_t* orig) {
   uint64_t h = (uint64_t(uint32_t(pid)) * 0x9E3779B97F4A7C15ull) ^ (remote_addr >> 3);
   h ^= h >> 29;
   core::AtomicStripe& s = host->stripes[h % core::kAtomicStripes];
@@ -116,8 +116,10 @@ int atomic_on_peer(core::HostShm* host, int32_t pid, uint64_t remote_addr, Atomi
   if (rc == 0) {
     *orig = cur;
     uint64_t next = cur;
-    if (op == AtomicOp::kFetchAdd) next = cur + compare_add;
-    else if (cur == compare_add) next = swap;
+    if (op == AtomicOp::kFetchAdd)
+      next = cur + compare_add;
+    else if (cur == compare_add)
+      next = swap;
     if (next != cur || op == AtomicOp::kFetchAdd) {
       l.iov_base = &next;
       rc = copy_to_peer(pid, &l, 1, &r, 1);

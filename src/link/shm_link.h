@@ -22,7 +22,7 @@ int copy_from_peer(int32_t pid, const iovec* local, size_t n_local, const iovec*
 
 enum class AtomicOp { kCmpSwap, kFetchAdd };
 /// 8-byte RDMA atomic at `remote_addr` in process `pid`; *orig gets the old value.
-int atomic_on_peer(core::HostShm* host, int32_t pid, uint64_t remote_addr, AtomicOp op,
-                   uint64_t compare_add, uint64_t swap, uint64_t* orig);
+int atomic_on_peer(core::HostShm* host, int32_t pid, uint64_t remote_addr, AtomicOp op, uint64_t compare_add,
+                   uint64_t swap, uint64_t* orig);
 
 }  // namespace uroce::link

@@ -26,13 +26,20 @@ constexpr uint64_t kInfiniteRetryPollNs = 10000000;  // timeout 0: keep trying e
 WcOpcode wc_opcode_of(WrOpcode op) {
   switch (op) {
     case WrOpcode::kRdmaWrite:
-    case WrOpcode::kRdmaWriteWithImm: return WcOpcode::kRdmaWrite;
-    case WrOpcode::kRdmaRead: return WcOpcode::kRdmaRead;
-    case WrOpcode::kAtomicCmpAndSwp: return WcOpcode::kCompSwap;
-    case WrOpcode::kAtomicFetchAndAdd: return WcOpcode::kFetchAdd;
-    case WrOpcode::kLocalInv: return WcOpcode::kLocalInv;
-    case WrOpcode::kBindMw: return WcOpcode::kBindMw;
-    default: return WcOpcode::kSend;
+    case WrOpcode::kRdmaWriteWithImm:
+      return WcOpcode::kRdmaWrite;
+    case WrOpcode::kRdmaRead:
+      return WcOpcode::kRdmaRead;
+    case WrOpcode::kAtomicCmpAndSwp:
+      return WcOpcode::kCompSwap;
+    case WrOpcode::kAtomicFetchAndAdd:
+      return WcOpcode::kFetchAdd;
+    case WrOpcode::kLocalInv:
+      return WcOpcode::kLocalInv;
+    case WrOpcode::kBindMw:
+      return WcOpcode::kBindMw;
+    default:
+      return WcOpcode::kSend;
   }
 }
 
@@ -40,20 +47,22 @@ WcOpcode wc_opcode_of(WrOpcode op) {
 bool opcode_ok(QpType t, WrOpcode op) {
   switch (op) {
     case WrOpcode::kSend:
-    case WrOpcode::kSendWithImm: return true;
+    case WrOpcode::kSendWithImm:
+      return true;
     case WrOpcode::kRdmaWrite:
-    case WrOpcode::kRdmaWriteWithImm: return t == QpType::kRc || t == QpType::kUc;
+    case WrOpcode::kRdmaWriteWithImm:
+      return t == QpType::kRc || t == QpType::kUc;
     case WrOpcode::kRdmaRead:
     case WrOpcode::kAtomicCmpAndSwp:
     case WrOpcode::kAtomicFetchAndAdd:
-    case WrOpcode::kSendWithInv: return t == QpType::kRc;
-    default: return false;
+    case WrOpcode::kSendWithInv:
+      return t == QpType::kRc;
+    default:
+      return false;
   }
 }
 
-bool is_atomic(WrOpcode op) {
-  return op == WrOpcode::kAtomicCmpAndSwp || op == WrOpcode::kAtomicFetchAndAdd;
-}
+bool is_atomic(WrOpcode op) { return op == WrOpcode::kAtomicCmpAndSwp || op == WrOpcode::kAtomicFetchAndAdd; }
 
 /// The 40 bytes a UD receive sees ahead of the payload. For an IPv4-mapped
 /// GID (RoCE v2 over IPv4) the IPv4 header sits in the last 20 bytes.
@@ -70,7 +79,7 @@ void build_grh(const DeviceInfo& dev, const AddressVector& av, uint32_t payload,
     ip[3] = uint8_t(tot);
     ip[6] = 0x40;  // DF
     ip[8] = av.hop_limit ? av.hop_limit : 64;
-    ip[9] = 17;    // UDP
+    ip[9] = 17;  // UDP
     memcpy(ip + 12, sgid + 12, 4);
     memcpy(ip + 16, av.dgid + 12, 4);
     uint32_t sum = 0;

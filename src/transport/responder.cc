@@ -42,9 +42,14 @@ void post_async(const PeerQp& t, AsyncEvent ev, uint64_t handle) {
 void push_target_cqe(const PeerQp& t, const Cqe& c, bool solicited) {
   CqRing* r = reinterpret_cast<CqRing*>(base_of(t) + t.qp->recv_cq_off);
   switch (cq_push(base_of(t), r, c, solicited)) {
-    case CqPush::kOkNotify: cq_notify(r); break;
-    case CqPush::kOverflow: post_async(t, AsyncEvent::kCqErr, r->user_handle); break;
-    case CqPush::kOk: break;
+    case CqPush::kOkNotify:
+      cq_notify(r);
+      break;
+    case CqPush::kOverflow:
+      post_async(t, AsyncEvent::kCqErr, r->user_handle);
+      break;
+    case CqPush::kOk:
+      break;
   }
 }
 
@@ -233,8 +238,8 @@ Resp respond_atomic(const PeerQp& t, HostShm* host, bool cmp_swap, uint64_t radd
   }
   uint64_t va = mr.vaddr + (raddr - mr.iova);
   int rc = link::atomic_on_peer(host, t.seg->pid, va,
-                                cmp_swap ? link::AtomicOp::kCmpSwap : link::AtomicOp::kFetchAdd,
-                                compare_add, swap, orig);
+                                cmp_swap ? link::AtomicOp::kCmpSwap : link::AtomicOp::kFetchAdd, compare_add,
+                                swap, orig);
   if (rc == -ESRCH) return Resp::kNoAnswer;
   if (rc != 0) {
     target_error(t, AsyncEvent::kQpAccessErr);

@@ -24,11 +24,11 @@ enum class Resp {
 
 struct RecvMeta {
   uint32_t src_qpn;
-  uint32_t imm;            // network order
+  uint32_t imm;  // network order
   bool has_imm;
   bool solicited;
-  bool with_grh;           // UD: a 40-byte GRH precedes the payload
-  const uint8_t* grh;      // 40 bytes when with_grh
+  bool with_grh;       // UD: a 40-byte GRH precedes the payload
+  const uint8_t* grh;  // 40 bytes when with_grh
 };
 
 struct RnrInfo {
@@ -37,8 +37,8 @@ struct RnrInfo {
 };
 
 /// SEND / SEND_WITH_IMM: consumes a receive WQE and places `len` bytes.
-Resp respond_send(const core::PeerQp& t, const iovec* src, size_t nsrc, uint64_t len,
-                  const RecvMeta& m, RnrInfo* rnr);
+Resp respond_send(const core::PeerQp& t, const iovec* src, size_t nsrc, uint64_t len, const RecvMeta& m,
+                  RnrInfo* rnr);
 /// RDMA WRITE (optionally WITH_IMM, which also consumes a receive WQE).
 Resp respond_write(const core::PeerQp& t, const iovec* src, size_t nsrc, uint64_t len, uint64_t raddr,
                    uint32_t rkey, const RecvMeta* imm, RnrInfo* rnr);
@@ -46,8 +46,8 @@ Resp respond_write(const core::PeerQp& t, const iovec* src, size_t nsrc, uint64_
 Resp respond_read(const core::PeerQp& t, const iovec* dst, size_t ndst, uint64_t len, uint64_t raddr,
                   uint32_t rkey);
 /// ATOMIC CMP_AND_SWP / FETCH_AND_ADD on 8 aligned bytes; *orig gets the old value.
-Resp respond_atomic(const core::PeerQp& t, core::HostShm* host, bool cmp_swap, uint64_t raddr,
-                    uint32_t rkey, uint64_t compare_add, uint64_t swap, uint64_t* orig);
+Resp respond_atomic(const core::PeerQp& t, core::HostShm* host, bool cmp_swap, uint64_t raddr, uint32_t rkey,
+                    uint64_t compare_add, uint64_t swap, uint64_t* orig);
 /// The target QP's current receive-queue producer index (RNR early retry).
 uint64_t target_rq_tail(const core::PeerQp& t);
 

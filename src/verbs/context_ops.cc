@@ -28,7 +28,8 @@ void* compat_unsupported() {
 void placeholder() {}
 
 int compat_query_port(ibv_context* c, uint8_t port, _compat_ibv_port_attr* a) {
-  return op_query_port(c, port, reinterpret_cast<ibv_port_attr*>(a), offsetof(ibv_port_attr, port_cap_flags2));
+  return op_query_port(c, port, reinterpret_cast<ibv_port_attr*>(a),
+                       offsetof(ibv_port_attr, port_cap_flags2));
 }
 
 int get_srq_num_unsupported(ibv_srq*, uint32_t*) { return EOPNOTSUPP; }

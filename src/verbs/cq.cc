@@ -168,8 +168,8 @@ UCq* create_cq_common(ibv_context* context, uint32_t cqe, void* cq_context, ibv_
   auto* c = new UCq();
   memset(&c->ex, 0, sizeof(c->ex));
   UChannel* ch = channel ? uchan(channel) : nullptr;
-  auto core = core::Cq::create(uctx(context)->core.get(), cqe, ch ? ch->id : 0,
-                               reinterpret_cast<uint64_t>(&c->ex));
+  auto core =
+      core::Cq::create(uctx(context)->core.get(), cqe, ch ? ch->id : 0, reinterpret_cast<uint64_t>(&c->ex));
   if (!core.is_ok()) {
     delete c;
     errno = core.err();
@@ -264,8 +264,7 @@ UROCE_EXPORT int ibv_get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void**
     ssize_t n = recv(channel->fd, &m, sizeof(m), 0);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return -1;  // EAGAIN with O_NONBLOCK, as the kernel's fd
-    if (n == sizeof(m) && m.kind == core::kNotifyCq &&
-        live_has(reinterpret_cast<const UCq*>(m.handle)) &&
+    if (n == sizeof(m) && m.kind == core::kNotifyCq && live_has(reinterpret_cast<const UCq*>(m.handle)) &&
         reinterpret_cast<const UCq*>(m.handle)->ex.channel == channel)
       break;
   }

@@ -213,8 +213,8 @@ static void fill_device_attr(UDevice* d, ibv_device_attr* a) {
   a->max_qp = int(kLimits.max_qp);
   a->max_qp_wr = int(kLimits.max_qp_wr);
   a->device_cap_flags = IBV_DEVICE_BAD_PKEY_CNTR | IBV_DEVICE_BAD_QKEY_CNTR | IBV_DEVICE_SYS_IMAGE_GUID |
-                        IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_N_NOTIFY_CQ |
-                        IBV_DEVICE_PORT_ACTIVE_EVENT | IBV_DEVICE_CHANGE_PHY_PORT;
+                        IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_N_NOTIFY_CQ | IBV_DEVICE_PORT_ACTIVE_EVENT |
+                        IBV_DEVICE_CHANGE_PHY_PORT;
   a->max_sge = int(kLimits.max_sge);
   a->max_sge_rd = int(kLimits.max_sge_rd);
   a->max_cq = int(kLimits.max_cq);
@@ -334,7 +334,7 @@ static void fill_gid_entry(UDevice* d, ibv_context* ctx, uint32_t index, ibv_gid
   e->gid_index = index;
   e->port_num = 1;
   e->gid_type = d->info.gid_types[index] == uint32_t(core::GidType::kRoceV2) ? IBV_GID_TYPE_ROCE_V2
-                                                                               : IBV_GID_TYPE_ROCE_V1;
+                                                                             : IBV_GID_TYPE_ROCE_V1;
   e->ndev_ifindex = d->info.ifindex;
 }
 
@@ -356,8 +356,8 @@ UROCE_EXPORT ssize_t _ibv_query_gid_table(ibv_context* context, ibv_gid_entry* e
   size_t n = 0;
   for (uint32_t i = 0; i < d->info.num_gids; ++i) {
     if (n >= max_entries) return -EINVAL;
-    fill_gid_entry(d, context, i, reinterpret_cast<ibv_gid_entry*>(reinterpret_cast<char*>(entries) +
-                                                                   n * entry_size));
+    fill_gid_entry(d, context, i,
+                   reinterpret_cast<ibv_gid_entry*>(reinterpret_cast<char*>(entries) + n * entry_size));
     ++n;
   }
   return ssize_t(n);
@@ -388,18 +388,27 @@ UROCE_EXPORT int ibv_get_async_event(ibv_context* context, ibv_async_event* even
   memset(event, 0, sizeof(*event));
   event->event_type = ibv_event_type(m.event);
   switch (event->event_type) {
-    case IBV_EVENT_CQ_ERR: event->element.cq = reinterpret_cast<ibv_cq*>(m.handle); break;
+    case IBV_EVENT_CQ_ERR:
+      event->element.cq = reinterpret_cast<ibv_cq*>(m.handle);
+      break;
     case IBV_EVENT_SRQ_ERR:
-    case IBV_EVENT_SRQ_LIMIT_REACHED: event->element.srq = reinterpret_cast<ibv_srq*>(m.handle); break;
+    case IBV_EVENT_SRQ_LIMIT_REACHED:
+      event->element.srq = reinterpret_cast<ibv_srq*>(m.handle);
+      break;
     case IBV_EVENT_PORT_ACTIVE:
     case IBV_EVENT_PORT_ERR:
     case IBV_EVENT_LID_CHANGE:
     case IBV_EVENT_PKEY_CHANGE:
     case IBV_EVENT_SM_CHANGE:
     case IBV_EVENT_CLIENT_REREGISTER:
-    case IBV_EVENT_GID_CHANGE: event->element.port_num = 1; break;
-    case IBV_EVENT_DEVICE_FATAL: break;
-    default: event->element.qp = reinterpret_cast<ibv_qp*>(m.handle); break;
+    case IBV_EVENT_GID_CHANGE:
+      event->element.port_num = 1;
+      break;
+    case IBV_EVENT_DEVICE_FATAL:
+      break;
+    default:
+      event->element.qp = reinterpret_cast<ibv_qp*>(m.handle);
+      break;
   }
   (void)c;
   return 0;

@@ -30,6 +30,5 @@
 #endif
 #endif
 #ifndef UROCE_SYMVER
-#define UROCE_SYMVER(name_at_version) \
-  _Pragma("GCC error \"UROCE_SYMVER needs GCC >= 10 or Clang >= 16\"")
+#define UROCE_SYMVER(name_at_version) _Pragma("GCC error \"UROCE_SYMVER needs GCC >= 10 or Clang >= 16\"")
 #endif

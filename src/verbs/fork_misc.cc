@@ -39,9 +39,7 @@ int unsupported() {
 
 UROCE_EXPORT int ibv_fork_init(void) { return 0; }
 
-UROCE_EXPORT ibv_fork_status ibv_is_fork_initialized(void) {
-  return IBV_FORK_UNNEEDED;
-}
+UROCE_EXPORT ibv_fork_status ibv_is_fork_initialized(void) { return IBV_FORK_UNNEEDED; }
 
 UROCE_EXPORT int ibv_dofork_range(void* base, size_t size) { return 0; }
 
@@ -52,19 +50,15 @@ UROCE_EXPORT int ibv_dontfork_range(void* base, size_t size) { return 0; }
 /// Used by providers to build RoCE address vectors from a GID via the
 /// kernel's neighbour table; uroce's devices resolve their peers themselves.
 /// A non-zero result is an error to every caller.
-UROCE_EXPORT int ibv_resolve_eth_l2_from_gid(ibv_context* context,
-                                             ibv_ah_attr* attr,
-                                             uint8_t eth_mac[ETHERNET_LL_SIZE],
-                                             uint16_t* vid) {
+UROCE_EXPORT int ibv_resolve_eth_l2_from_gid(ibv_context* context, ibv_ah_attr* attr,
+                                             uint8_t eth_mac[ETHERNET_LL_SIZE], uint16_t* vid) {
   return unsupported();
 }
 
 // ---- Import of objects shared through a kernel cmd_fd -----------------------
 // Importing needs the kernel uverbs file of another process; uroce has none.
 
-UROCE_EXPORT ibv_context* ibv_import_device(int cmd_fd) {
-  return unsupported_null<ibv_context>();
-}
+UROCE_EXPORT ibv_context* ibv_import_device(int cmd_fd) { return unsupported_null<ibv_context>(); }
 
 UROCE_EXPORT ibv_pd* ibv_import_pd(ibv_context* context, uint32_t pd_handle) {
   return unsupported_null<ibv_pd>();
@@ -72,9 +66,7 @@ UROCE_EXPORT ibv_pd* ibv_import_pd(ibv_context* context, uint32_t pd_handle) {
 
 UROCE_EXPORT void ibv_unimport_pd(ibv_pd* pd) {}
 
-UROCE_EXPORT ibv_mr* ibv_import_mr(ibv_pd* pd, uint32_t mr_handle) {
-  return unsupported_null<ibv_mr>();
-}
+UROCE_EXPORT ibv_mr* ibv_import_mr(ibv_pd* pd, uint32_t mr_handle) { return unsupported_null<ibv_mr>(); }
 
 UROCE_EXPORT void ibv_unimport_mr(ibv_mr* mr) {}
 
@@ -86,9 +78,7 @@ UROCE_EXPORT void ibv_unimport_dm(ibv_dm* dm) {}
 
 // ---- Enhanced Connection Establishment --------------------------------------
 
-UROCE_EXPORT int ibv_query_ece(ibv_qp* qp, ibv_ece* ece) {
-  return unsupported();
-}
+UROCE_EXPORT int ibv_query_ece(ibv_qp* qp, ibv_ece* ece) { return unsupported(); }
 
 UROCE_EXPORT int ibv_set_ece(ibv_qp* qp, ibv_ece* ece) { return unsupported(); }
 
@@ -97,8 +87,7 @@ UROCE_EXPORT int ibv_set_ece(ibv_qp* qp, ibv_ece* ece) { return unsupported(); }
 /// GPU/accelerator memory exported as a dmabuf is not reachable with
 /// process_vm_readv/writev. libfabric's verbs provider, which imports this,
 /// accepts EOPNOTSUPP (abi.md §6).
-UROCE_EXPORT ibv_mr* ibv_reg_dmabuf_mr(ibv_pd* pd, uint64_t offset,
-                                       size_t length, uint64_t iova, int fd,
+UROCE_EXPORT ibv_mr* ibv_reg_dmabuf_mr(ibv_pd* pd, uint64_t offset, size_t length, uint64_t iova, int fd,
                                        int access) {
   return unsupported_null<ibv_mr>();
 }
@@ -107,7 +96,4 @@ UROCE_EXPORT ibv_mr* ibv_reg_dmabuf_mr(ibv_pd* pd, uint64_t offset,
 
 /// 0 means "in-order data placement is not guaranteed", which is always a
 /// safe answer: callers then wait for the completion before reading data.
-UROCE_EXPORT int ibv_query_qp_data_in_order(ibv_qp* qp, ibv_wr_opcode op,
-                                            uint32_t flags) {
-  return 0;
-}
+UROCE_EXPORT int ibv_query_qp_data_in_order(ibv_qp* qp, ibv_wr_opcode op, uint32_t flags) { return 0; }

@@ -56,8 +56,8 @@ struct UCq {
   ibv_cq_ex ex;  // ibv_cq is its prefix
   std::unique_ptr<core::Cq> core;
   UChannel* chan;
-  uint64_t wc_flags;            // IBV_WC_EX_WITH_* requested
-  core::Cqe cur;                // the completion start_poll/next_poll exposed
+  uint64_t wc_flags;  // IBV_WC_EX_WITH_* requested
+  core::Cqe cur;      // the completion start_poll/next_poll exposed
 };
 
 struct UAh {

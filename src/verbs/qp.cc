@@ -16,7 +16,8 @@ static_assert(int(core::WrOpcode::kSendWithInv) == IBV_WR_SEND_WITH_INV);
 static_assert(int(core::WrOpcode::kAtomicFetchAndAdd) == IBV_WR_ATOMIC_FETCH_AND_ADD);
 static_assert(core::qp_attr::kDestQpn == IBV_QP_DEST_QPN && core::qp_attr::kRateLimit == IBV_QP_RATE_LIMIT);
 static_assert(core::qp_attr::kMaxDestRdAtomic == IBV_QP_MAX_DEST_RD_ATOMIC);
-static_assert(core::send_flags::kInline == IBV_SEND_INLINE && core::send_flags::kSolicited == IBV_SEND_SOLICITED);
+static_assert(core::send_flags::kInline == IBV_SEND_INLINE &&
+              core::send_flags::kSolicited == IBV_SEND_SOLICITED);
 static_assert(sizeof(core::Sge) == sizeof(ibv_sge) && offsetof(ibv_sge, lkey) == offsetof(core::Sge, lkey));
 
 core::AddressVector to_av(const ibv_ah_attr& a) {
@@ -50,10 +51,10 @@ ibv_ah_attr from_av(const core::AddressVector& av) {
 
 namespace {
 
-constexpr uint64_t kSupportedSendOps =
-    IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_SEND |
-    IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
-    IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_SEND_WITH_INV;
+constexpr uint64_t kSupportedSendOps = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM |
+                                       IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM |
+                                       IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
+                                       IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_SEND_WITH_INV;
 
 ibv_qp* create_qp_common(ibv_context* ctx, ibv_qp_init_attr_ex* a) {
   if (!a->pd || !a->send_cq || (!a->recv_cq && !a->srq)) {
@@ -290,9 +291,10 @@ int op_post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
 int op_post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
   UQp* q = uqp(qp);
   for (; wr; wr = wr->next) {
-    Status st = wr->num_sge < 0 ? Status(EINVAL)
-                                      : q->core->post_recv(wr->wr_id, reinterpret_cast<const core::Sge*>(wr->sg_list),
-                                                           uint32_t(wr->num_sge));
+    Status st = wr->num_sge < 0
+                    ? Status(EINVAL)
+                    : q->core->post_recv(wr->wr_id, reinterpret_cast<const core::Sge*>(wr->sg_list),
+                                         uint32_t(wr->num_sge));
     if (!st) {
       *bad = wr;
       return st.err();

@@ -49,7 +49,8 @@ int wr_complete(ibv_qp_ex* qp) {
     for (size_t i = 0; i < b.wrs.size(); ++i) {
       ibv_send_wr& w = b.wrs[i];
       if (!b.inl[i].empty()) {
-        b.sges[i].assign(1, ibv_sge{reinterpret_cast<uint64_t>(b.inl[i].data()), uint32_t(b.inl[i].size()), 0});
+        b.sges[i].assign(1,
+                         ibv_sge{reinterpret_cast<uint64_t>(b.inl[i].data()), uint32_t(b.inl[i].size()), 0});
         w.send_flags |= IBV_SEND_INLINE;
       }
       w.sg_list = b.sges[i].data();
@@ -100,10 +101,14 @@ void wr_atomic_fetch_add(ibv_qp_ex* qp, uint32_t rkey, uint64_t addr, uint64_t a
   w.wr.atomic.remote_addr = addr;
   w.wr.atomic.compare_add = add;
 }
-void wr_unsupported_mw(ibv_qp_ex* qp, ibv_mw*, uint32_t, const ibv_mw_bind_info*) { batch(qp).err = EOPNOTSUPP; }
+void wr_unsupported_mw(ibv_qp_ex* qp, ibv_mw*, uint32_t, const ibv_mw_bind_info*) {
+  batch(qp).err = EOPNOTSUPP;
+}
 void wr_unsupported_inv(ibv_qp_ex* qp, uint32_t) { batch(qp).err = EOPNOTSUPP; }
 void wr_unsupported_tso(ibv_qp_ex* qp, void*, uint16_t, uint16_t) { batch(qp).err = EOPNOTSUPP; }
-void wr_unsupported_atomic_write(ibv_qp_ex* qp, uint32_t, uint64_t, const void*) { batch(qp).err = EOPNOTSUPP; }
+void wr_unsupported_atomic_write(ibv_qp_ex* qp, uint32_t, uint64_t, const void*) {
+  batch(qp).err = EOPNOTSUPP;
+}
 void wr_set_xrc_srqn(ibv_qp_ex* qp, uint32_t) { batch(qp).err = EOPNOTSUPP; }
 
 void wr_set_ud_addr(ibv_qp_ex* qp, ibv_ah* ah, uint32_t qpn, uint32_t qkey) {

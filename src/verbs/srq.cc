@@ -10,15 +10,16 @@ namespace uroce::verbs {
 
 namespace {
 ibv_srq* create_srq_common(ibv_pd* pd, void* srq_context, ibv_srq_attr* attr) {
-  if (attr->max_wr == 0 || attr->max_wr > core::kLimits.max_srq_wr || attr->max_sge > core::kLimits.max_srq_sge ||
-      attr->srq_limit > attr->max_wr) {
+  if (attr->max_wr == 0 || attr->max_wr > core::kLimits.max_srq_wr ||
+      attr->max_sge > core::kLimits.max_srq_sge || attr->srq_limit > attr->max_wr) {
     errno = EINVAL;
     return nullptr;
   }
   auto* s = new USrq();
   memset(&s->srq, 0, sizeof(s->srq));
-  auto core = core::Srq::create(uctx(pd->context)->core.get(), attr->max_wr, attr->max_sge ? attr->max_sge : 1,
-                                attr->srq_limit, reinterpret_cast<uint64_t>(&s->srq));
+  auto core =
+      core::Srq::create(uctx(pd->context)->core.get(), attr->max_wr, attr->max_sge ? attr->max_sge : 1,
+                        attr->srq_limit, reinterpret_cast<uint64_t>(&s->srq));
   if (!core.is_ok()) {
     delete s;
     errno = core.err();
@@ -87,8 +88,8 @@ int op_post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad) {
   USrq* s = usrq(srq);
   for (; wr; wr = wr->next) {
     Status st = wr->num_sge < 0 ? Status(EINVAL)
-                                      : s->core->post(wr->wr_id, reinterpret_cast<const core::Sge*>(wr->sg_list),
-                                                      uint32_t(wr->num_sge));
+                                : s->core->post(wr->wr_id, reinterpret_cast<const core::Sge*>(wr->sg_list),
+                                                uint32_t(wr->num_sge));
     if (!st) {
       *bad = wr;
       return st.err();

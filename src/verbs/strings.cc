@@ -21,32 +21,31 @@
 
 namespace {
 
-constexpr std::array<const char*, IBV_WC_TM_RNDV_INCOMPLETE + 1>
-    kWcStatusNames = {
-        "success",                            // IBV_WC_SUCCESS
-        "local length error",                 // IBV_WC_LOC_LEN_ERR
-        "local QP operation error",           // IBV_WC_LOC_QP_OP_ERR
-        "local EE context operation error",   // IBV_WC_LOC_EEC_OP_ERR
-        "local protection error",             // IBV_WC_LOC_PROT_ERR
-        "Work Request Flushed Error",         // IBV_WC_WR_FLUSH_ERR
-        "memory management operation error",  // IBV_WC_MW_BIND_ERR
-        "bad response error",                 // IBV_WC_BAD_RESP_ERR
-        "local access error",                 // IBV_WC_LOC_ACCESS_ERR
-        "remote invalid request error",       // IBV_WC_REM_INV_REQ_ERR
-        "remote access error",                // IBV_WC_REM_ACCESS_ERR
-        "remote operation error",             // IBV_WC_REM_OP_ERR
-        "transport retry counter exceeded",   // IBV_WC_RETRY_EXC_ERR
-        "RNR retry counter exceeded",         // IBV_WC_RNR_RETRY_EXC_ERR
-        "local RDD violation error",          // IBV_WC_LOC_RDD_VIOL_ERR
-        "remote invalid RD request",          // IBV_WC_REM_INV_RD_REQ_ERR
-        "aborted error",                      // IBV_WC_REM_ABORT_ERR
-        "invalid EE context number",          // IBV_WC_INV_EECN_ERR
-        "invalid EE context state",           // IBV_WC_INV_EEC_STATE_ERR
-        "fatal error",                        // IBV_WC_FATAL_ERR
-        "response timeout error",             // IBV_WC_RESP_TIMEOUT_ERR
-        "general error",                      // IBV_WC_GENERAL_ERR
-        "TM error",                           // IBV_WC_TM_ERR
-        "TM software rendezvous",             // IBV_WC_TM_RNDV_INCOMPLETE
+constexpr std::array<const char*, IBV_WC_TM_RNDV_INCOMPLETE + 1> kWcStatusNames = {
+    "success",                            // IBV_WC_SUCCESS
+    "local length error",                 // IBV_WC_LOC_LEN_ERR
+    "local QP operation error",           // IBV_WC_LOC_QP_OP_ERR
+    "local EE context operation error",   // IBV_WC_LOC_EEC_OP_ERR
+    "local protection error",             // IBV_WC_LOC_PROT_ERR
+    "Work Request Flushed Error",         // IBV_WC_WR_FLUSH_ERR
+    "memory management operation error",  // IBV_WC_MW_BIND_ERR
+    "bad response error",                 // IBV_WC_BAD_RESP_ERR
+    "local access error",                 // IBV_WC_LOC_ACCESS_ERR
+    "remote invalid request error",       // IBV_WC_REM_INV_REQ_ERR
+    "remote access error",                // IBV_WC_REM_ACCESS_ERR
+    "remote operation error",             // IBV_WC_REM_OP_ERR
+    "transport retry counter exceeded",   // IBV_WC_RETRY_EXC_ERR
+    "RNR retry counter exceeded",         // IBV_WC_RNR_RETRY_EXC_ERR
+    "local RDD violation error",          // IBV_WC_LOC_RDD_VIOL_ERR
+    "remote invalid RD request",          // IBV_WC_REM_INV_RD_REQ_ERR
+    "aborted error",                      // IBV_WC_REM_ABORT_ERR
+    "invalid EE context number",          // IBV_WC_INV_EECN_ERR
+    "invalid EE context state",           // IBV_WC_INV_EEC_STATE_ERR
+    "fatal error",                        // IBV_WC_FATAL_ERR
+    "response timeout error",             // IBV_WC_RESP_TIMEOUT_ERR
+    "general error",                      // IBV_WC_GENERAL_ERR
+    "TM error",                           // IBV_WC_TM_ERR
+    "TM software rendezvous",             // IBV_WC_TM_RNDV_INCOMPLETE
 };
 
 constexpr std::array<const char*, IBV_EVENT_WQ_FATAL + 1> kEventTypeNames = {
@@ -73,15 +72,14 @@ constexpr std::array<const char*, IBV_EVENT_WQ_FATAL + 1> kEventTypeNames = {
 };
 
 // Indexed from IBV_NODE_CA (1); IBV_NODE_UNKNOWN (-1) and 0 are "unknown".
-constexpr std::array<const char*, IBV_NODE_UNSPECIFIED - IBV_NODE_CA + 1>
-    kNodeTypeNames = {
-        "InfiniBand channel adapter",  // IBV_NODE_CA
-        "InfiniBand switch",           // IBV_NODE_SWITCH
-        "InfiniBand router",           // IBV_NODE_ROUTER
-        "iWARP NIC",                   // IBV_NODE_RNIC
-        "usNIC",                       // IBV_NODE_USNIC
-        "usNIC UDP",                   // IBV_NODE_USNIC_UDP
-        "unspecified",                 // IBV_NODE_UNSPECIFIED
+constexpr std::array<const char*, IBV_NODE_UNSPECIFIED - IBV_NODE_CA + 1> kNodeTypeNames = {
+    "InfiniBand channel adapter",  // IBV_NODE_CA
+    "InfiniBand switch",           // IBV_NODE_SWITCH
+    "InfiniBand router",           // IBV_NODE_ROUTER
+    "iWARP NIC",                   // IBV_NODE_RNIC
+    "usNIC",                       // IBV_NODE_USNIC
+    "usNIC UDP",                   // IBV_NODE_USNIC_UDP
+    "unspecified",                 // IBV_NODE_UNSPECIFIED
 };
 
 constexpr std::array<const char*, IBV_PORT_ACTIVE_DEFER + 1> kPortStateNames = {
@@ -109,8 +107,7 @@ static_assert(all_named(kPortStateNames));
 
 /// Bounds-checked lookup; `first` is the enum value stored at index 0.
 template <std::size_t N>
-constexpr const char* lookup(const std::array<const char*, N>& table,
-                             long value, long first = 0) {
+constexpr const char* lookup(const std::array<const char*, N>& table, long value, long first = 0) {
   if (value < first || value - first >= static_cast<long>(N)) return kUnknown;
   return table[static_cast<std::size_t>(value - first)];
 }
@@ -127,18 +124,14 @@ struct RateRow {
 };
 
 constexpr std::array<RateRow, 23> kRates = {{
-    {IBV_RATE_2_5_GBPS, 1, 2500},       {IBV_RATE_5_GBPS, 2, 5000},
-    {IBV_RATE_10_GBPS, 4, 10000},       {IBV_RATE_20_GBPS, 8, 20000},
-    {IBV_RATE_30_GBPS, 12, 30000},      {IBV_RATE_40_GBPS, 16, 40000},
-    {IBV_RATE_60_GBPS, 24, 60000},      {IBV_RATE_80_GBPS, 32, 80000},
-    {IBV_RATE_120_GBPS, 48, 120000},    {IBV_RATE_14_GBPS, -1, 14062},
-    {IBV_RATE_56_GBPS, -1, 56250},      {IBV_RATE_112_GBPS, -1, 112500},
-    {IBV_RATE_168_GBPS, -1, 168750},    {IBV_RATE_25_GBPS, -1, 25781},
-    {IBV_RATE_100_GBPS, -1, 103125},    {IBV_RATE_200_GBPS, -1, 206250},
-    {IBV_RATE_300_GBPS, -1, 309375},    {IBV_RATE_28_GBPS, 11, 28125},
-    {IBV_RATE_50_GBPS, 20, 53125},      {IBV_RATE_400_GBPS, 160, 425000},
-    {IBV_RATE_600_GBPS, 240, 637500},   {IBV_RATE_800_GBPS, 320, 850000},
-    {IBV_RATE_1200_GBPS, 480, 1275000},
+    {IBV_RATE_2_5_GBPS, 1, 2500},     {IBV_RATE_5_GBPS, 2, 5000},         {IBV_RATE_10_GBPS, 4, 10000},
+    {IBV_RATE_20_GBPS, 8, 20000},     {IBV_RATE_30_GBPS, 12, 30000},      {IBV_RATE_40_GBPS, 16, 40000},
+    {IBV_RATE_60_GBPS, 24, 60000},    {IBV_RATE_80_GBPS, 32, 80000},      {IBV_RATE_120_GBPS, 48, 120000},
+    {IBV_RATE_14_GBPS, -1, 14062},    {IBV_RATE_56_GBPS, -1, 56250},      {IBV_RATE_112_GBPS, -1, 112500},
+    {IBV_RATE_168_GBPS, -1, 168750},  {IBV_RATE_25_GBPS, -1, 25781},      {IBV_RATE_100_GBPS, -1, 103125},
+    {IBV_RATE_200_GBPS, -1, 206250},  {IBV_RATE_300_GBPS, -1, 309375},    {IBV_RATE_28_GBPS, 11, 28125},
+    {IBV_RATE_50_GBPS, 20, 53125},    {IBV_RATE_400_GBPS, 160, 425000},   {IBV_RATE_600_GBPS, 240, 637500},
+    {IBV_RATE_800_GBPS, 320, 850000}, {IBV_RATE_1200_GBPS, 480, 1275000},
 }};
 
 // Every enum ibv_rate value except IBV_RATE_MAX (0) has exactly one row.
@@ -160,13 +153,9 @@ constexpr const RateRow* find_rate(ibv_rate rate) {
 
 }  // namespace
 
-UROCE_EXPORT const char* ibv_wc_status_str(ibv_wc_status status) {
-  return lookup(kWcStatusNames, status);
-}
+UROCE_EXPORT const char* ibv_wc_status_str(ibv_wc_status status) { return lookup(kWcStatusNames, status); }
 
-UROCE_EXPORT const char* ibv_event_type_str(ibv_event_type event) {
-  return lookup(kEventTypeNames, event);
-}
+UROCE_EXPORT const char* ibv_event_type_str(ibv_event_type event) { return lookup(kEventTypeNames, event); }
 
 UROCE_EXPORT const char* ibv_node_type_str(ibv_node_type node_type) {
   return lookup(kNodeTypeNames, node_type, IBV_NODE_CA);
@@ -203,8 +192,7 @@ UROCE_EXPORT ibv_rate mbps_to_ibv_rate(int mbps) {
 // (rdma-core's <infiniband/kern-abi.h> and marshall.h are not installed; these
 // are the types they alias). Field by field: the layouts differ.
 
-UROCE_EXPORT void ibv_copy_ah_attr_from_kern(ibv_ah_attr* dst,
-                                             ib_uverbs_ah_attr* src) {
+UROCE_EXPORT void ibv_copy_ah_attr_from_kern(ibv_ah_attr* dst, ib_uverbs_ah_attr* src) {
   static_assert(sizeof(dst->grh.dgid.raw) == sizeof(src->grh.dgid));
   memcpy(dst->grh.dgid.raw, src->grh.dgid, sizeof(dst->grh.dgid.raw));
   dst->grh.flow_label = src->grh.flow_label;
@@ -219,8 +207,7 @@ UROCE_EXPORT void ibv_copy_ah_attr_from_kern(ibv_ah_attr* dst,
   dst->port_num = src->port_num;
 }
 
-UROCE_EXPORT void ibv_copy_qp_attr_from_kern(ibv_qp_attr* dst,
-                                             ib_uverbs_qp_attr* src) {
+UROCE_EXPORT void ibv_copy_qp_attr_from_kern(ibv_qp_attr* dst, ib_uverbs_qp_attr* src) {
   // qp_state is left to the caller, as rdma-core does.
   dst->cur_qp_state = static_cast<ibv_qp_state>(src->cur_qp_state);
   dst->path_mtu = static_cast<ibv_mtu>(src->path_mtu);
@@ -255,8 +242,7 @@ UROCE_EXPORT void ibv_copy_qp_attr_from_kern(ibv_qp_attr* dst,
   dst->alt_timeout = src->alt_timeout;
 }
 
-UROCE_EXPORT void ibv_copy_path_rec_from_kern(ibv_sa_path_rec* dst,
-                                              ib_user_path_rec* src) {
+UROCE_EXPORT void ibv_copy_path_rec_from_kern(ibv_sa_path_rec* dst, ib_user_path_rec* src) {
   static_assert(sizeof(dst->dgid.raw) == sizeof(src->dgid));
   static_assert(sizeof(dst->sgid.raw) == sizeof(src->sgid));
   memcpy(dst->dgid.raw, src->dgid, sizeof(dst->dgid.raw));
@@ -280,8 +266,7 @@ UROCE_EXPORT void ibv_copy_path_rec_from_kern(ibv_sa_path_rec* dst,
   dst->preference = src->preference;
 }
 
-UROCE_EXPORT void ibv_copy_path_rec_to_kern(ib_user_path_rec* dst,
-                                            ibv_sa_path_rec* src) {
+UROCE_EXPORT void ibv_copy_path_rec_to_kern(ib_user_path_rec* dst, ibv_sa_path_rec* src) {
   memcpy(dst->dgid, src->dgid.raw, sizeof(dst->dgid));
   memcpy(dst->sgid, src->sgid.raw, sizeof(dst->sgid));
   dst->dlid = src->dlid;

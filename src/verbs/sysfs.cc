@@ -24,11 +24,8 @@
 
 // Declared in rdma-core's driver.h, which is not installed.
 UROCE_EXPORT const char* ibv_get_sysfs_path(void);
-UROCE_EXPORT int ibv_read_sysfs_file(const char* dir, const char* file,
-                                     char* buf, size_t size);
-UROCE_EXPORT int ibv_read_ibdev_sysfs_file(char* buf, size_t size,
-                                           ibv_device* ibdev, const char* fmt,
-                                           ...)
+UROCE_EXPORT int ibv_read_sysfs_file(const char* dir, const char* file, char* buf, size_t size);
+UROCE_EXPORT int ibv_read_ibdev_sysfs_file(char* buf, size_t size, ibv_device* ibdev, const char* fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
 namespace {
@@ -100,8 +97,7 @@ int read_sysfs(const char* dir, const char* file, char* buf, size_t size) {
     return -1;
   }
   int out_len = -1;
-  if (uroce::verbs::sysfs_virtual_read(path, buf, size, &out_len))
-    return out_len;
+  if (uroce::verbs::sysfs_virtual_read(path, buf, size, &out_len)) return out_len;
   return read_file(path, buf, size);
 }
 
@@ -116,17 +112,14 @@ UROCE_EXPORT const char* ibv_get_sysfs_path(void) {
 
 /// Reads "<dir>/<file>" into buf, NUL-terminated, without its trailing
 /// newline. Returns the length, or -1 with errno set.
-UROCE_EXPORT int ibv_read_sysfs_file(const char* dir, const char* file,
-                                     char* buf, size_t size) {
+UROCE_EXPORT int ibv_read_sysfs_file(const char* dir, const char* file, char* buf, size_t size) {
   return read_sysfs(dir, file, buf, size);
 }
 
 /// As ibv_read_sysfs_file, for "<ibdev->ibdev_path>/<printf(fmt, ...)>".
 /// rdma-core's third parameter is its private struct verbs_sysfs_dev; only
 /// its own providers call this export, and never on a uroce device.
-UROCE_EXPORT int ibv_read_ibdev_sysfs_file(char* buf, size_t size,
-                                           ibv_device* ibdev, const char* fmt,
-                                           ...) {
+UROCE_EXPORT int ibv_read_ibdev_sysfs_file(char* buf, size_t size, ibv_device* ibdev, const char* fmt, ...) {
   if (ibdev == nullptr || fmt == nullptr) {
     errno = EINVAL;
     return -1;

@@ -21,7 +21,6 @@ namespace uroce::verbs {
 ///  - or -1 with errno set (ENOENT for an attribute uroce does not provide,
 ///    EOVERFLOW if the value does not fit).
 /// Called from any thread, possibly before main; must not throw.
-bool sysfs_virtual_read(const char* full_path, char* buf, size_t size,
-                        int* out_len);
+bool sysfs_virtual_read(const char* full_path, char* buf, size_t size, int* out_len);
 
 }  // namespace uroce::verbs

@@ -162,7 +162,8 @@ Endpoint::~Endpoint() {
   if (!e->pd) return ::testing::AssertionFailure() << "ibv_alloc_pd: " << strerror(errno);
   e->send_cq = ibv_create_cq(ctx, o.cqe, nullptr, nullptr, 0);
   e->recv_cq = ibv_create_cq(ctx, o.cqe, nullptr, nullptr, 0);
-  if (!e->send_cq || !e->recv_cq) return ::testing::AssertionFailure() << "ibv_create_cq: " << strerror(errno);
+  if (!e->send_cq || !e->recv_cq)
+    return ::testing::AssertionFailure() << "ibv_create_cq: " << strerror(errno);
   e->buf.assign(o.buf_bytes, 0);
   e->mr = ibv_reg_mr(e->pd, e->buf.data(), e->buf.size(), int(o.mr_access));
   if (!e->mr) return ::testing::AssertionFailure() << "ibv_reg_mr: " << strerror(errno);
@@ -273,7 +274,8 @@ Peer::~Peer() { kill_and_reap(SIGKILL); }
     return ::testing::AssertionFailure() << "send hello: " << strerror(errno);
   if (!recv_exact(sock_, ready, sizeof(*ready), kWaitMs))
     return ::testing::AssertionFailure() << "peer did not report ready within " << kWaitMs << " ms";
-  if (ready->status != 0) return ::testing::AssertionFailure() << "peer setup failed: " << strerror(ready->status);
+  if (ready->status != 0)
+    return ::testing::AssertionFailure() << "peer setup failed: " << strerror(ready->status);
   return ::testing::AssertionSuccess();
 }
 

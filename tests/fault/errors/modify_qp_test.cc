@@ -18,8 +18,8 @@ constexpr int kInitMaskRc = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV
 constexpr int kInitMaskUd = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY;
 constexpr int kRtrMaskRc = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
                            IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
-constexpr int kRtsMaskRc = IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-                           IBV_QP_MAX_QP_RD_ATOMIC;
+constexpr int kRtsMaskRc = IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                           IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC;
 
 class ModifyQp : public VerbsTest {
  protected:
@@ -150,7 +150,8 @@ TEST_F(ModifyQp, RcRtrToRtsWithoutEachRequiredAttribute) {
   make(IBV_QPT_RC);
   go(IBV_QPS_INIT, kInitMaskRc);
   go(IBV_QPS_RTR, kRtrMaskRc);
-  for (int bit : {IBV_QP_TIMEOUT, IBV_QP_RETRY_CNT, IBV_QP_RNR_RETRY, IBV_QP_SQ_PSN, IBV_QP_MAX_QP_RD_ATOMIC}) {
+  for (int bit :
+       {IBV_QP_TIMEOUT, IBV_QP_RETRY_CNT, IBV_QP_RNR_RETRY, IBV_QP_SQ_PSN, IBV_QP_MAX_QP_RD_ATOMIC}) {
     SCOPED_TRACE(::testing::Message() << "without mask bit 0x" << std::hex << bit);
     expect_einval(IBV_QPS_RTS, kRtsMaskRc & ~bit);
   }

@@ -12,17 +12,17 @@ constexpr int kPeerFd = 3;
 
 /// Test -> peer: who to connect to.
 struct PeerHello {
-  uint32_t qpn;       // the test's RC QP
-  uint8_t gid[16];    // the test's GID (index kGidIndex of uroce_lo)
-  uint32_t recvs;     // receives the peer posts before reporting ready
+  uint32_t qpn;     // the test's RC QP
+  uint8_t gid[16];  // the test's GID (index kGidIndex of uroce_lo)
+  uint32_t recvs;   // receives the peer posts before reporting ready
 };
 
 /// Peer -> test: the peer's RC QP is in RTS and its receives are posted.
 struct PeerReady {
-  int32_t status;     // 0, or the errno of the step that failed
+  int32_t status;  // 0, or the errno of the step that failed
   uint32_t qpn;
   uint8_t gid[16];
-  uint64_t addr;      // a registered buffer (LOCAL_WRITE | REMOTE_WRITE | REMOTE_READ)
+  uint64_t addr;  // a registered buffer (LOCAL_WRITE | REMOTE_WRITE | REMOTE_READ)
   uint32_t rkey;
   uint32_t len;
 };

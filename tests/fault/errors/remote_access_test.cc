@@ -35,8 +35,10 @@ const Case kCases[] = {
     {"WritePastEnd", IBV_WR_RDMA_WRITE, Bad::kPastEnd, kAllRemote, kAllRemote},
     {"WriteBeforeStart", IBV_WR_RDMA_WRITE, Bad::kBeforeStart, kAllRemote, kAllRemote},
     {"ReadPastEnd", IBV_WR_RDMA_READ, Bad::kPastEnd, kAllRemote, kAllRemote},
-    {"WriteToMrWithoutRemoteWrite", IBV_WR_RDMA_WRITE, Bad::kMrAccess, kLw | IBV_ACCESS_REMOTE_READ, kAllRemote},
-    {"ReadFromMrWithoutRemoteRead", IBV_WR_RDMA_READ, Bad::kMrAccess, kLw | IBV_ACCESS_REMOTE_WRITE, kAllRemote},
+    {"WriteToMrWithoutRemoteWrite", IBV_WR_RDMA_WRITE, Bad::kMrAccess, kLw | IBV_ACCESS_REMOTE_READ,
+     kAllRemote},
+    {"ReadFromMrWithoutRemoteRead", IBV_WR_RDMA_READ, Bad::kMrAccess, kLw | IBV_ACCESS_REMOTE_WRITE,
+     kAllRemote},
     {"AtomicOnMrWithoutRemoteAtomic", IBV_WR_ATOMIC_FETCH_AND_ADD, Bad::kMrAccess,
      kLw | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ, kAllRemote},
     {"WriteToQpWithoutRemoteWrite", IBV_WR_RDMA_WRITE, Bad::kQpAccess, kAllRemote,
@@ -77,11 +79,18 @@ TEST_P(RemoteAccess, RemAccessErrThenQpInErrAndFlush) {
   uint32_t rkey = target_mr_->rkey;
   uint32_t len = 64;
   switch (c.bad) {
-    case Bad::kRkey: rkey ^= 0x5a5a0000u; break;
-    case Bad::kPastEnd: raddr = p_.b.addr(kWin + kWinLen) - 32; break;  // 32 bytes inside, 32 past the end
-    case Bad::kBeforeStart: raddr = p_.b.addr(kWin) - 32; break;
+    case Bad::kRkey:
+      rkey ^= 0x5a5a0000u;
+      break;
+    case Bad::kPastEnd:
+      raddr = p_.b.addr(kWin + kWinLen) - 32;
+      break;  // 32 bytes inside, 32 past the end
+    case Bad::kBeforeStart:
+      raddr = p_.b.addr(kWin) - 32;
+      break;
     case Bad::kMrAccess:
-    case Bad::kQpAccess: break;
+    case Bad::kQpAccess:
+      break;
     case Bad::kOtherPd:
       // A valid region of the same context, but registered in another PD
       // than the target QP's.

@@ -75,7 +75,9 @@ TEST_P(RnrBudget, WriteWithImmNeedsAReceiveToo) {
 }
 
 INSTANTIATE_TEST_SUITE_P(RnrRetry0To6, RnrBudget, ::testing::Range(0, 7),
-                         [](const ::testing::TestParamInfo<int>& i) { return "rnr_retry_" + std::to_string(i.param); });
+                         [](const ::testing::TestParamInfo<int>& i) {
+                           return "rnr_retry_" + std::to_string(i.param);
+                         });
 
 class RnrInfinite : public VerbsTest {
  protected:

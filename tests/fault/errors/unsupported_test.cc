@@ -37,21 +37,21 @@ class Unsupported : public VerbsTest {
   Endpoint e_;
 };
 
-#define EXPECT_FAILS_CLEANLY_WITH(expr, want_errno)                                       \
-  do {                                                                                    \
-    errno = 0;                                                                            \
-    auto* r_ = (expr);                                                                    \
-    int err_ = errno;                                                                       \
-    EXPECT_EQ(r_, nullptr) << #expr;                                                      \
+#define EXPECT_FAILS_CLEANLY_WITH(expr, want_errno)                                              \
+  do {                                                                                           \
+    errno = 0;                                                                                   \
+    auto* r_ = (expr);                                                                           \
+    int err_ = errno;                                                                            \
+    EXPECT_EQ(r_, nullptr) << #expr;                                                             \
     EXPECT_EQ(err_, want_errno) << #expr << ": errno " << err_ << " (" << strerror(err_) << ")"; \
   } while (0)
 
-#define EXPECT_FAILS_CLEANLY(expr)                                                  \
-  do {                                                                              \
-    errno = 0;                                                                      \
-    auto* r_ = (expr);                                                              \
+#define EXPECT_FAILS_CLEANLY(expr)                                                    \
+  do {                                                                                \
+    errno = 0;                                                                        \
+    auto* r_ = (expr);                                                                \
     int err_ = errno;                                                                 \
-    EXPECT_EQ(r_, nullptr) << #expr;                                                \
+    EXPECT_EQ(r_, nullptr) << #expr;                                                  \
     EXPECT_NE(err_, 0) << #expr << ": errno not set";                                 \
     EXPECT_NE(err_, ENOSYS) << #expr << ": ENOSYS means a missing op, not a refusal"; \
   } while (0)

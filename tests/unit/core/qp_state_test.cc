@@ -25,13 +25,15 @@ TEST(QpState, MissingRequiredAttributeIsRejected) {
   // RC RESET->INIT needs access flags; UD needs the Q_Key instead.
   EXPECT_FALSE(modify_is_ok(QpType::kRc, QpState::kReset, QpState::kInit, kRcInit & ~kAccessFlags));
   EXPECT_FALSE(modify_is_ok(QpType::kUd, QpState::kReset, QpState::kInit, kState | kPkeyIndex | kPort));
-  EXPECT_TRUE(modify_is_ok(QpType::kUd, QpState::kReset, QpState::kInit, kState | kPkeyIndex | kPort | kQkey));
+  EXPECT_TRUE(
+      modify_is_ok(QpType::kUd, QpState::kReset, QpState::kInit, kState | kPkeyIndex | kPort | kQkey));
   EXPECT_FALSE(modify_is_ok(QpType::kRc, QpState::kInit, QpState::kRtr, kRcRtr & ~kMinRnrTimer));
   EXPECT_FALSE(modify_is_ok(QpType::kRc, QpState::kRtr, QpState::kRts, kRcRts & ~kTimeout));
 }
 
 TEST(QpState, UcNeedsNoRdAtomicOrTimers) {
-  EXPECT_TRUE(modify_is_ok(QpType::kUc, QpState::kInit, QpState::kRtr, kState | kAv | kPathMtu | kDestQpn | kRqPsn));
+  EXPECT_TRUE(
+      modify_is_ok(QpType::kUc, QpState::kInit, QpState::kRtr, kState | kAv | kPathMtu | kDestQpn | kRqPsn));
   EXPECT_FALSE(modify_is_ok(QpType::kUc, QpState::kInit, QpState::kRtr, kRcRtr));  // extra attrs not allowed
   EXPECT_TRUE(modify_is_ok(QpType::kUc, QpState::kRtr, QpState::kRts, kState | kSqPsn));
 }
@@ -49,8 +51,8 @@ TEST(QpState, IllegalTransitions) {
 }
 
 TEST(QpState, AnyStateToResetOrError) {
-  for (QpState s : {QpState::kReset, QpState::kInit, QpState::kRtr, QpState::kRts, QpState::kSqd, QpState::kSqe,
-                    QpState::kErr}) {
+  for (QpState s : {QpState::kReset, QpState::kInit, QpState::kRtr, QpState::kRts, QpState::kSqd,
+                    QpState::kSqe, QpState::kErr}) {
     EXPECT_TRUE(modify_is_ok(QpType::kRc, s, QpState::kReset, kState)) << qp_state_name(s);
     EXPECT_TRUE(modify_is_ok(QpType::kRc, s, QpState::kErr, kState)) << qp_state_name(s);
   }

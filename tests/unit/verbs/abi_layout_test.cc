@@ -1,9 +1,8 @@
 // The struct layout is the contract with binaries built against rdma-core
 // v44 (research/abi.md §1): offsets, extended-context discovery, and no
 // empty op slot that inline verbs could call.
-#include <infiniband/verbs.h>
-
 #include <gtest/gtest.h>
+#include <infiniband/verbs.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -98,7 +97,8 @@ TEST_F(AbiLayout, CqAndQpLiveInsideTheirExtendedStructs) {
   ASSERT_NE(qp, nullptr);
   ibv_qp_ex* qpx = ibv_qp_to_qp_ex(qp);
   ASSERT_EQ(reinterpret_cast<void*>(qpx), reinterpret_cast<void*>(qp));
-  auto* wr_slots = reinterpret_cast<void* const*>(reinterpret_cast<char*>(qpx) + offsetof(ibv_qp_ex, wr_atomic_cmp_swp));
+  auto* wr_slots =
+      reinterpret_cast<void* const*>(reinterpret_cast<char*>(qpx) + offsetof(ibv_qp_ex, wr_atomic_cmp_swp));
   for (size_t i = 0; i < (sizeof(ibv_qp_ex) - offsetof(ibv_qp_ex, wr_atomic_cmp_swp)) / sizeof(void*); ++i)
     EXPECT_NE(wr_slots[i], nullptr) << "ibv_qp_ex slot " << i;
   EXPECT_EQ(ibv_destroy_qp(qp), 0);
