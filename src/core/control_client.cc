@@ -197,12 +197,13 @@ void ControlClient::unregister_ctx(uint32_t ctx_id) {
   (void)transact(fd_, req, &rep, -1, nullptr);
 }
 
-Result<uint32_t> ControlClient::alloc_qpn(uint32_t ctx_id, uint64_t qp_off) {
+Result<uint32_t> ControlClient::alloc_qpn(uint32_t ctx_id, uint64_t off, bool is_srq) {
   std::lock_guard<std::mutex> g(mu_);
   Request req{};
   req.type = uint32_t(MsgType::kAllocQpn);
   req.ctx_id = ctx_id;
-  req.off = qp_off;
+  req.off = off;
+  req.slot = is_srq ? 1 : 0;
   Reply rep;
   if (Status st = transact(fd_, req, &rep, -1, nullptr); !st) return st;
   return rep.qpn;
@@ -228,11 +229,23 @@ Result<uint32_t> ControlClient::alloc_key(uint32_t ctx_id, uint32_t slot) {
   return rep.key;
 }
 
-Result<ControlClient::Resolved> ControlClient::resolve_qpn(uint32_t qpn) {
+Result<uint32_t> ControlClient::open_xrcd(uint64_t dev, uint64_t ino) {
+  std::lock_guard<std::mutex> g(mu_);
+  Request req{};
+  req.type = uint32_t(MsgType::kOpenXrcd);
+  req.qpn = uint32_t(dev);
+  req.off = ino;
+  Reply rep;
+  if (Status st = transact(fd_, req, &rep, -1, nullptr); !st) return st;
+  return rep.key;
+}
+
+Result<ControlClient::Resolved> ControlClient::resolve_qpn(uint32_t qpn, bool is_srq) {
   std::lock_guard<std::mutex> g(mu_);
   Request req{};
   req.type = uint32_t(MsgType::kResolveQpn);
   req.qpn = qpn;
+  req.slot = is_srq ? 1 : 0;
   Reply rep;
   int fd = -1;
   if (Status st = transact(fd_, req, &rep, -1, &fd); !st) {

@@ -24,7 +24,8 @@ class ControlClient {
 
   Result<uint32_t> register_ctx(int memfd);
   void unregister_ctx(uint32_t ctx_id);
-  Result<uint32_t> alloc_qpn(uint32_t ctx_id, uint64_t qp_off);
+  /// A QPN for the QpShm at `off`, or (is_srq) an XRC SRQ number for the RqRing at `off`.
+  Result<uint32_t> alloc_qpn(uint32_t ctx_id, uint64_t off, bool is_srq = false);
   void free_qpn(uint32_t qpn);
   Result<uint32_t> alloc_key(uint32_t ctx_id, uint32_t slot);
   struct Resolved {
@@ -33,7 +34,9 @@ class ControlClient {
     uint64_t qp_off;
     int memfd;  // owned by the caller; -1 if the caller already maps ctx_id
   };
-  Result<Resolved> resolve_qpn(uint32_t qpn);
+  Result<Resolved> resolve_qpn(uint32_t qpn, bool is_srq = false);
+  /// The host-wide XRC domain id for the file (dev, ino); (0, 0) = a new private one.
+  Result<uint32_t> open_xrcd(uint64_t dev, uint64_t ino);
   /// pthread_atfork child handler: drop the inherited connection.
   static void after_fork_child();
 

@@ -25,6 +25,7 @@ enum class MsgType : uint32_t {
   kFreeKey = 7,
   kResolveQpn = 8,  // qpn -> pid, ctx_id, qp_off + fd of the owner's segment
   kPing = 9,
+  kOpenXrcd = 10,  // qpn=st_dev, off=st_ino of the XRCD file (0,0: a new private one) -> key=xrcd id
 };
 
 struct Request {

@@ -22,6 +22,7 @@ Result<std::unique_ptr<Cq>> Cq::create(Context* ctx, uint32_t cqe, uint32_t chan
   r->capacity = cap;
   r->mask = cap - 1;
   r->owner_pid = getpid();
+  r->owner_async_id = ctx->async_id();
   r->channel_id = channel_id;
   r->user_handle = user_handle;
   r->slots_off = cq->off_ + sizeof(CqRing);

@@ -67,4 +67,26 @@ Result<PeerQp> PeerMap::resolve(uint32_t qpn) {
   return pq;
 }
 
+Result<PeerSrq> PeerMap::resolve_srq(uint32_t srqn) {
+  {
+    std::shared_lock<std::shared_mutex> g(mu_);
+    auto it = srqs_.find(srqn);
+    if (it != srqs_.end() && it->second.valid()) return it->second;
+  }
+  auto cc = ControlClient::get();
+  if (!cc.is_ok()) return Status(cc.err());
+  auto r = cc.value()->resolve_qpn(srqn, true);
+  if (!r.is_ok()) return Status(r.err());
+  std::unique_lock<std::shared_mutex> g(mu_);
+  auto seg = map_segment(r->ctx_id, r->pid, r->memfd);
+  if (!seg.is_ok()) return Status(seg.err());
+  PeerSrq ps;
+  ps.seg = seg.value();
+  ps.rq = reinterpret_cast<RqRing*>(ps.seg->base + r->qp_off);
+  ps.srqn = srqn;
+  if (!ps.valid()) return Status(ENOENT);
+  srqs_[srqn] = ps;
+  return ps;
+}
+
 }  // namespace uroce::core

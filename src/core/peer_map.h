@@ -26,17 +26,31 @@ struct PeerQp {
   }
 };
 
+/// A resolved XRC SRQ (IBA 9.8: XRC messages name the SRQ they go to).
+struct PeerSrq {
+  PeerSegment* seg = nullptr;
+  RqRing* rq = nullptr;
+  uint32_t srqn = 0;
+  bool valid() const {
+    return seg && seg->header()->alive.load(std::memory_order_acquire) &&
+           rq->magic.load(std::memory_order_acquire) == kRqMagic && rq->srq_num == srqn;
+  }
+};
+
 class PeerMap {
  public:
   static PeerMap& get();
   /// Resolves `qpn` (cached; asks uroced on a miss or a stale entry).
   Result<PeerQp> resolve(uint32_t qpn);
+  /// Resolves an XRC SRQ number the same way.
+  Result<PeerSrq> resolve_srq(uint32_t srqn);
 
  private:
   Result<PeerSegment*> map_segment(uint32_t ctx_id, int32_t pid, int memfd);
 
   std::shared_mutex mu_;
   std::unordered_map<uint32_t, PeerQp> qps_;
+  std::unordered_map<uint32_t, PeerSrq> srqs_;
   std::unordered_map<uint32_t, std::unique_ptr<PeerSegment>> segs_;
 };
 

@@ -54,7 +54,13 @@ Result<std::unique_ptr<Qp>> Qp::create(Context* ctx, const QpCreateArgs& a) {
       c.max_send_sge > kLimits.max_sge || c.max_recv_sge > kLimits.max_sge ||
       c.max_inline_data > kLimits.max_inline_data)
     return Status(EINVAL);
-  if (a.type != QpType::kRc && a.type != QpType::kUc && a.type != QpType::kUd) return Status(EOPNOTSUPP);
+  const bool xrc_ini = a.type == QpType::kXrcSend, xrc_tgt = a.type == QpType::kXrcRecv;
+  if (a.type != QpType::kRc && a.type != QpType::kUc && a.type != QpType::kUd && !xrc_ini && !xrc_tgt)
+    return Status(EOPNOTSUPP);
+  // XRC (IBA 11.5): an initiator QP has only a send side; a target QP has
+  // neither queue: receives come from the XRC SRQ each message names.
+  const bool has_rq = !xrc_ini && !xrc_tgt;
+  if ((!xrc_tgt && !a.send_cq) || (has_rq && !a.recv_cq)) return Status(EINVAL);
   std::unique_ptr<Qp> q(new Qp());
   q->ctx_ = ctx;
   q->type_ = a.type;
@@ -72,7 +78,10 @@ Result<std::unique_ptr<Qp>> Qp::create(Context* ctx, const QpCreateArgs& a) {
   if (!off.is_ok()) return Status(off.err());
   q->shm_off_ = off.value();
   q->shm_ = ctx->seg().at<QpShm>(q->shm_off_);
-  if (a.srq) {
+  if (!has_rq) {
+    q->cap_.max_recv_wr = q->cap_.max_recv_sge = 0;
+    if (xrc_tgt) q->cap_ = QpCaps{};
+  } else if (a.srq) {
     q->rq_off_ = a.srq->off();
   } else {
     auto r = rq_ring_create(ctx, std::max<uint32_t>(c.max_recv_wr, 1), q->cap_.max_recv_sge, &q->rq_bytes_);
@@ -84,12 +93,13 @@ Result<std::unique_ptr<Qp>> Qp::create(Context* ctx, const QpCreateArgs& a) {
     q->rq_off_ = r.value();
     ctx->seg().at<RqRing>(q->rq_off_)->max_wr = c.max_recv_wr;
   }
-  q->rq_ = ctx->seg().at<RqRing>(q->rq_off_);
+  q->rq_ = has_rq ? ctx->seg().at<RqRing>(q->rq_off_) : nullptr;
   QpShm* s = q->shm_;
   s->qp_type = uint32_t(a.type);
   s->pd_id = a.pd_id;
   s->rq_off = q->rq_off_;
-  s->recv_cq_off = a.recv_cq->off();
+  s->recv_cq_off = a.recv_cq ? a.recv_cq->off() : 0;
+  s->xrcd_id = a.xrcd_id;
   s->has_srq = a.srq ? 1 : 0;
   s->owner_pid = getpid();
   s->owner_ctx_id = ctx->async_id();
@@ -103,8 +113,8 @@ Result<std::unique_ptr<Qp>> Qp::create(Context* ctx, const QpCreateArgs& a) {
   s->magic = kQpMagic;
   q->local_id_ = table_insert(q.get());
   if (!q->local_id_) return Status(ENOMEM);
-  a.send_cq->refs++;
-  a.recv_cq->refs++;
+  if (a.send_cq) a.send_cq->refs++;
+  if (a.recv_cq) a.recv_cq->refs++;
   if (a.srq) a.srq->refs++;
   q->attr_.state = QpState::kReset;
   q->attr_.cap = q->cap_;
@@ -133,6 +143,7 @@ Status Qp::modify(const QpModifyArgs& a, uint32_t mask) {
     // IBA allows naming the current state only if it matches (SQE/RTS nuances aside).
     if (!(a.cur_state == QpState::kSqe || a.cur_state == QpState::kRts)) return Status(EINVAL);
   }
+  mask &= ~ignored_attrs(type_);
   QpState next = (mask & qp_attr::kState) ? a.state : cur;
   if (!modify_is_ok(type_, cur, next, mask)) return Status(EINVAL);
   using namespace qp_attr;
@@ -181,7 +192,7 @@ Status Qp::modify(const QpModifyArgs& a, uint32_t mask) {
   if (next == QpState::kReset) {
     // Back to a clean queue: drop posted receives and deferred sends silently.
     deferred_.clear();
-    if (!srq_) {
+    if (rq_ && !srq_) {
       rq_->head.store(rq_->tail.load());
     }
     sq_outstanding_.store(0);
@@ -215,7 +226,7 @@ QpModifyArgs Qp::query() const {
 }
 
 Status Qp::post_recv(uint64_t wr_id, const Sge* sge, uint32_t num_sge) {
-  if (srq_) return Status(EINVAL);
+  if (srq_ || !rq_) return Status(EINVAL);
   if (num_sge > cap_.max_recv_sge) return Status(EINVAL);
   QpState s = state();
   if (s == QpState::kReset) return Status(EINVAL);
@@ -226,6 +237,7 @@ Status Qp::post_recv(uint64_t wr_id, const Sge* sge, uint32_t num_sge) {
 }
 
 void Qp::flush_rq() {
+  if (!rq_) return;  // XRC: no receive queue of its own
   if (srq_) {
     if (type_ != QpType::kUd) {
       NotifyMsg m{kNotifyAsync, uint32_t(AsyncEvent::kQpLastWqeReached), shm_->user_handle};

@@ -46,6 +46,7 @@ struct SendWqe {
   uint64_t swap = 0;
   uint32_t remote_qpn = 0;            // UD
   uint32_t remote_qkey = 0;           // UD
+  uint32_t xrc_srqn = 0;              // XRC: the SRQ at the target
   const AddressVector* av = nullptr;  // UD
 };
 
@@ -62,6 +63,7 @@ struct QpCreateArgs {
   QpCaps cap;
   bool sq_sig_all;
   uint64_t user_handle;
+  uint32_t xrcd_id;  // XRC target QPs
 };
 
 /// Attributes a modify may carry (ibv_qp_attr, reduced).

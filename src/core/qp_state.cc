@@ -11,7 +11,7 @@ struct Rule {
   bool valid;
 };
 
-enum Kind { kUdK = 0, kUcK = 1, kRcK = 2, kXrcK = 3 };
+enum Kind { kUdK = 0, kUcK = 1, kRcK = 2, kXrcIniK = 3, kXrcTgtK = 4 };
 
 Kind kind_of(QpType t) {
   switch (t) {
@@ -20,16 +20,20 @@ Kind kind_of(QpType t) {
     case QpType::kUc:
       return kUcK;
     case QpType::kXrcSend:
+      return kXrcIniK;
     case QpType::kXrcRecv:
-      return kXrcK;
+      return kXrcTgtK;
     default:
       return kRcK;
   }
 }
 
-// IBA vol. 1 table 91 (QP state transition properties); RC and XRC share rules.
+// IBA vol. 1 table 91 (QP state transition properties). XRC (IBA 11.5 / the
+// XRC annex) follows RC, except that an initiator QP, which never responds,
+// needs no responder attributes at RTR, and a target QP, which never
+// requests, needs no requester retry attributes at RTS.
 Rule rule(Kind k, QpState cur, QpState next) {
-  const bool ud = k == kUdK, uc = k == kUcK;
+  const bool ud = k == kUdK, uc = k == kUcK || (k == kXrcIniK && cur == QpState::kInit);
   if (next == QpState::kReset || next == QpState::kErr) {
     if (cur == QpState::kUnknown) return {0, 0, false};
     return {0, 0, true};
@@ -53,6 +57,9 @@ Rule rule(Kind k, QpState cur, QpState next) {
       if (next == QpState::kRts) {
         if (ud) return {kSqPsn, kCurState | kQkey | kRateLimit, true};
         if (uc) return {kSqPsn, kCurState | kAltPath | kAccessFlags | kPathMigState | kRateLimit, true};
+        if (k == kXrcTgtK)
+          return {kTimeout | kSqPsn, kCurState | kAltPath | kAccessFlags | kMinRnrTimer | kPathMigState,
+                  true};
         return {kTimeout | kRetryCnt | kRnrRetry | kSqPsn | kMaxQpRdAtomic,
                 kCurState | kAltPath | kAccessFlags | kMinRnrTimer | kPathMigState | kRateLimit, true};
       }

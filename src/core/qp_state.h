@@ -35,6 +35,16 @@ constexpr uint32_t kDestQpn = 1u << 20;
 constexpr uint32_t kRateLimit = 1u << 25;
 }  // namespace qp_attr
 
+/// Attributes a QP type ignores when a program passes them (the kernel's
+/// uverbs layer drops them before checking): XRC initiators never respond,
+/// XRC targets never request.
+inline uint32_t ignored_attrs(QpType type) {
+  using namespace qp_attr;
+  if (type == QpType::kXrcSend) return kMaxDestRdAtomic | kMinRnrTimer;
+  if (type == QpType::kXrcRecv) return kMaxQpRdAtomic | kRetryCnt | kRnrRetry;
+  return 0;
+}
+
 /// True if moving a `type` QP from `cur` to `next` with `mask` is legal:
 /// every required attribute present, nothing outside required|optional.
 bool modify_is_ok(QpType type, QpState cur, QpState next, uint32_t mask);

@@ -110,7 +110,14 @@ struct alignas(kCacheLine) RqRing {
   uint64_t owner_ctx_handle;  // async-event socket id of the owner
   uint64_t user_handle;       // owner's ibv_srq*, echoed in events
   uint64_t slots_off;         // offset of slot 0 in the segment
+  // XRC SRQs only (IBA 11.5 / 9.8): the SRQ names its own domain, PD and CQ.
+  uint32_t xrcd_id;  // 0 = not an XRC SRQ
+  uint32_t pd_id;
+  uint64_t cq_off;  // CqRing for completions of this SRQ
+  /// kRqMagic while an XRC SRQ exists (peers resolve it by number).
+  std::atomic<uint32_t> magic;
 };
+constexpr uint32_t kRqMagic = 0x58535251;  // "XSRQ"
 
 /// One posted receive in an RqRing slot (followed by max_sge Sges).
 struct RqWqe {
@@ -165,6 +172,8 @@ struct alignas(kCacheLine) CqRing {
   uint32_t channel_id;   // 0 = no completion channel
   uint64_t user_handle;  // owner's ibv_cq*, echoed in the wake-up
   uint64_t slots_off;
+  uint32_t owner_async_id;  // the owner context's async-event endpoint (IBV_EVENT_CQ_ERR)
+  uint32_t pad;
 };
 constexpr uint32_t kArmNext = 1;
 constexpr uint32_t kArmSolicited = 2;
@@ -188,6 +197,8 @@ struct alignas(kCacheLine) QpShm {
   int32_t owner_pid;
   uint32_t owner_ctx_id;
   uint64_t user_handle;  // owner's ibv_qp*, echoed in async events
+  uint32_t xrcd_id;      // XRC target QPs: the domain whose SRQs it may deliver to
+  uint32_t pad2;
 };
 
 /// Per-device shared memory, created by uroced and mapped by every client:

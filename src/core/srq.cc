@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include "core/cq.h"
 #include "core/limits.h"
 
 namespace uroce::core {
@@ -27,7 +28,7 @@ Result<uint64_t> rq_ring_create(Context* ctx, uint32_t max_wr, uint32_t max_sge,
 }
 
 Result<std::unique_ptr<Srq>> Srq::create(Context* ctx, uint32_t max_wr, uint32_t max_sge, uint32_t limit,
-                                         uint64_t user_handle) {
+                                         uint64_t user_handle, const XrcSrqArgs* xrc) {
   if (max_wr == 0 || max_wr > kLimits.max_srq_wr || max_sge > kLimits.max_srq_sge) return Status(EINVAL);
   std::unique_ptr<Srq> s(new Srq());
   s->ctx_ = ctx;
@@ -38,10 +39,26 @@ Result<std::unique_ptr<Srq>> Srq::create(Context* ctx, uint32_t max_wr, uint32_t
   s->ring_->is_srq = 1;
   s->ring_->user_handle = user_handle;
   s->ring_->srq_limit.store(limit);
+  if (xrc) {
+    s->ring_->xrcd_id = xrc->xrcd_id;
+    s->ring_->pd_id = xrc->pd_id;
+    s->ring_->cq_off = xrc->cq->off();
+    auto n = ctx->ctl()->alloc_qpn(ctx->ctx_id(), s->off_, true);
+    if (!n.is_ok()) return Status(n.err());
+    s->ring_->srq_num = n.value();
+    s->xrc_cq_ = xrc->cq;
+    xrc->cq->refs++;
+    s->ring_->magic.store(kRqMagic, std::memory_order_release);
+  }
   return s;
 }
 
 Srq::~Srq() {
+  if (ring_ && ring_->srq_num) {
+    ring_->magic.store(0, std::memory_order_release);
+    ctx_->ctl()->free_qpn(ring_->srq_num);
+  }
+  if (xrc_cq_) xrc_cq_->refs--;
   if (off_) ctx_->seg().free(off_, bytes_);
 }
 

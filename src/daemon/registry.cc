@@ -51,9 +51,9 @@ void Registry::drop_ctx(CtxRecord& c, bool dead) {
   for (uint32_t qpn : c.qpns) {
     auto it = qpns_.find(qpn);
     if (it == qpns_.end()) continue;
-    if (dead) {
+    if (dead && !it->second.is_srq) {
       // Like a NIC reset: the QP stops answering; requesters time out.
-      auto* q = reinterpret_cast<QpShm*>(base + it->second.second);
+      auto* q = reinterpret_cast<QpShm*>(base + it->second.off);
       q->state.store(uint32_t(QpState::kErr), std::memory_order_release);
     }
     qpns_.erase(it);
@@ -70,14 +70,14 @@ void Registry::unregister_ctx(int client_fd, uint32_t ctx_id) {
   ctxs_.erase(ctx_id);
 }
 
-Result<uint32_t> Registry::alloc_qpn(int client_fd, uint32_t ctx_id, uint64_t qp_off) {
+Result<uint32_t> Registry::alloc_qpn(int client_fd, uint32_t ctx_id, uint64_t qp_off, bool is_srq) {
   CtxRecord* c = find_ctx(client_fd, ctx_id);
   if (!c) return Status(EINVAL);
   for (uint32_t tries = 0; tries < (1u << 24); ++tries) {
     uint32_t q = next_qpn_++;
     if (next_qpn_ > 0xffffff) next_qpn_ = 0x11;
     if (q < 2 || qpns_.count(q)) continue;
-    qpns_[q] = {ctx_id, qp_off};
+    qpns_[q] = {ctx_id, qp_off, is_srq};
     c->qpns.insert(q);
     return q;
   }
@@ -87,7 +87,7 @@ Result<uint32_t> Registry::alloc_qpn(int client_fd, uint32_t ctx_id, uint64_t qp
 void Registry::free_qpn(int client_fd, uint32_t qpn) {
   auto it = qpns_.find(qpn);
   if (it == qpns_.end()) return;
-  CtxRecord* c = find_ctx(client_fd, it->second.first);
+  CtxRecord* c = find_ctx(client_fd, it->second.ctx_id);
   if (!c) return;
   c->qpns.erase(qpn);
   qpns_.erase(it);
@@ -102,11 +102,18 @@ Result<uint32_t> Registry::alloc_key(int client_fd, uint32_t ctx_id, uint32_t sl
   return (uint32_t(r) << core::kKeySlotBits) | slot;
 }
 
-Result<Registry::Resolved> Registry::resolve_qpn(uint32_t qpn) const {
+Result<Registry::Resolved> Registry::resolve_qpn(uint32_t qpn, bool want_srq) const {
   auto it = qpns_.find(qpn);
-  if (it == qpns_.end()) return Status(ENOENT);
-  const CtxRecord& c = ctxs_.at(it->second.first);
-  return Resolved{c.pid, c.ctx_id, it->second.second, c.memfd};
+  if (it == qpns_.end() || it->second.is_srq != want_srq) return Status(ENOENT);
+  const CtxRecord& c = ctxs_.at(it->second.ctx_id);
+  return Resolved{c.pid, c.ctx_id, it->second.off, c.memfd};
+}
+
+uint32_t Registry::open_xrcd(uint64_t dev, uint64_t ino) {
+  if (dev == 0 && ino == 0) return next_xrcd_++;  // no file: a domain of its own
+  auto [it, fresh] = xrcds_.try_emplace({dev, ino}, next_xrcd_);
+  if (fresh) ++next_xrcd_;
+  return it->second;
 }
 
 void Registry::client_gone(int client_fd) {

@@ -29,7 +29,7 @@ class Registry {
   Result<uint32_t> register_ctx(int client_fd, int32_t pid, int memfd);
   void unregister_ctx(int client_fd, uint32_t ctx_id);
   /// Allocates a QPN (24-bit, never 0 or 1, unused) for a QP at `qp_off` of `ctx_id`.
-  Result<uint32_t> alloc_qpn(int client_fd, uint32_t ctx_id, uint64_t qp_off);
+  Result<uint32_t> alloc_qpn(int client_fd, uint32_t ctx_id, uint64_t qp_off, bool is_srq = false);
   void free_qpn(int client_fd, uint32_t qpn);
   /// A key for MR table slot `slot`: the slot in the low bits, random high bits.
   Result<uint32_t> alloc_key(int client_fd, uint32_t ctx_id, uint32_t slot);
@@ -39,7 +39,10 @@ class Registry {
     uint64_t qp_off;
     int memfd;
   };
-  Result<Resolved> resolve_qpn(uint32_t qpn) const;
+  /// Resolves a QPN, or (want_srq) an XRC SRQ number; the kind must match.
+  Result<Resolved> resolve_qpn(uint32_t qpn, bool want_srq = false) const;
+  /// The XRC domain for a file (dev, ino); processes opening the same file share it.
+  uint32_t open_xrcd(uint64_t dev, uint64_t ino);
   /// A client's control socket closed: its process is gone (or gave up). Marks
   /// its segments dead and its QPs in error so peers get errors, frees its QPNs.
   void client_gone(int client_fd);
@@ -50,7 +53,14 @@ class Registry {
   void drop_ctx(CtxRecord& c, bool dead);
 
   std::map<uint32_t, CtxRecord> ctxs_;
-  std::map<uint32_t, std::pair<uint32_t, uint64_t>> qpns_;  // qpn -> (ctx_id, qp_off)
+  struct QpnRecord {
+    uint32_t ctx_id;
+    uint64_t off;
+    bool is_srq;  // an XRC SRQ number: off is its RqRing, not a QpShm
+  };
+  std::map<uint32_t, QpnRecord> qpns_;  // qpn / srqn -> owner
+  std::map<std::pair<uint64_t, uint64_t>, uint32_t> xrcds_;
+  uint32_t next_xrcd_ = 1;
   uint32_t next_ctx_id_ = 1;
   uint32_t next_qpn_ = 0x11;
 };

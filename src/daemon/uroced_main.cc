@@ -157,7 +157,7 @@ class Server {
         registry_.unregister_ctx(fd, req.ctx_id);
         break;
       case MsgType::kAllocQpn: {
-        auto r = registry_.alloc_qpn(fd, req.ctx_id, req.off);
+        auto r = registry_.alloc_qpn(fd, req.ctx_id, req.off, req.slot == 1);
         if (r.is_ok())
           reply->qpn = r.value();
         else
@@ -178,7 +178,7 @@ class Server {
       case MsgType::kFreeKey:
         break;
       case MsgType::kResolveQpn: {
-        auto r = registry_.resolve_qpn(req.qpn);
+        auto r = registry_.resolve_qpn(req.qpn, req.slot == 1);
         if (r.is_ok()) {
           reply->pid = r->pid;
           reply->ctx_id = r->ctx_id;
@@ -189,6 +189,9 @@ class Server {
         }
         break;
       }
+      case MsgType::kOpenXrcd:
+        reply->key = registry_.open_xrcd(req.qpn, req.off);
+        break;
       case MsgType::kPing:
         break;
       default:

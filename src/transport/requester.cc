@@ -51,12 +51,12 @@ bool opcode_ok(QpType t, WrOpcode op) {
       return true;
     case WrOpcode::kRdmaWrite:
     case WrOpcode::kRdmaWriteWithImm:
-      return t == QpType::kRc || t == QpType::kUc;
+      return t == QpType::kRc || t == QpType::kUc || t == QpType::kXrcSend;
     case WrOpcode::kRdmaRead:
     case WrOpcode::kAtomicCmpAndSwp:
     case WrOpcode::kAtomicFetchAndAdd:
     case WrOpcode::kSendWithInv:
-      return t == QpType::kRc;
+      return t == QpType::kRc || t == QpType::kXrcSend;
     default:
       return false;
   }
@@ -118,6 +118,7 @@ Result<PeerQp> Qp::peer_for(uint32_t qpn) {
 
 Status Qp::post_send(const SendWqe& w) {
   std::lock_guard<std::mutex> g(sq_mu_);
+  if (!send_cq_) return Status(EINVAL);  // XRC target QPs have no send queue
   QpState st = state();
   if (st == QpState::kReset || st == QpState::kInit || st == QpState::kRtr) return Status(EINVAL);
   if (w.num_sge > cap_.max_send_sge) return Status(EINVAL);
@@ -215,7 +216,7 @@ bool Qp::progress_st() {
     if (!timed) {
       if (!d.rnr) return true;
       auto p = peer_for(attr_.dest_qpn);
-      if (!p.is_ok() || transport::target_rq_tail(p.value()) == d.rq_tail_seen) return true;
+      if (!p.is_ok() || transport::target_rq_tail(p.value(), d.w.xrc_srqn) == d.rq_tail_seen) return true;
     }
     // IBA 9.7.6.1.3: the local ACK timer expired retry_cnt times: give up.
     if (timed && !d.rnr && d.next_try_ns != 0 && attr_.timeout != 0 && d.retries >= attr_.retry_cnt) {
@@ -321,16 +322,19 @@ Qp::Exec Qp::execute(const SendWqe& w, ExecOut* out) {
     out->status = WcStatus::kLocLenErr;
     return Exec::kDone;
   }
-  const bool reliable = type_ == QpType::kRc;
+  const bool reliable = type_ == QpType::kRc || type_ == QpType::kXrcSend;
+  // An XRC initiator talks to an XRC target QP (IBA 9.8); others to their own type.
+  const QpType peer_type = type_ == QpType::kXrcSend ? QpType::kXrcRecv : type_;
   const uint32_t dst = type_ == QpType::kUd ? w.remote_qpn : attr_.dest_qpn;
   auto p = peer_for(dst);
   // Unreliable transports: a request nobody answers is simply lost.
-  if (!p.is_ok() || p->qp->qp_type != uint32_t(type_)) return reliable ? Exec::kNoResponse : Exec::kDone;
+  if (!p.is_ok() || p->qp->qp_type != uint32_t(peer_type)) return reliable ? Exec::kNoResponse : Exec::kDone;
   const PeerQp& t = p.value();
   RecvMeta m{};
   m.src_qpn = qpn_;
   m.imm = w.imm;
   m.solicited = (w.flags & send_flags::kSolicited) != 0;
+  m.xrc_srqn = w.xrc_srqn;
   uint8_t grh[kGrhBytes];
   if (type_ == QpType::kUd) {
     // IBA 10.2.5: a Q_Key with the high bit set means "use the QP's own Q_Key".
@@ -352,20 +356,20 @@ Qp::Exec Qp::execute(const SendWqe& w, ExecOut* out) {
       r = transport::respond_send(t, loc, nl, len, m, &rnr);
       break;
     case WrOpcode::kRdmaWrite:
-      r = transport::respond_write(t, loc, nl, len, w.remote_addr, w.rkey, nullptr, &rnr);
+      r = transport::respond_write(t, loc, nl, len, w.remote_addr, w.rkey, nullptr, &rnr, w.xrc_srqn);
       break;
     case WrOpcode::kRdmaWriteWithImm:
       m.has_imm = true;
-      r = transport::respond_write(t, loc, nl, len, w.remote_addr, w.rkey, &m, &rnr);
+      r = transport::respond_write(t, loc, nl, len, w.remote_addr, w.rkey, &m, &rnr, w.xrc_srqn);
       break;
     case WrOpcode::kRdmaRead:
-      r = transport::respond_read(t, loc, nl, len, w.remote_addr, w.rkey);
+      r = transport::respond_read(t, loc, nl, len, w.remote_addr, w.rkey, w.xrc_srqn);
       break;
     case WrOpcode::kAtomicCmpAndSwp:
     case WrOpcode::kAtomicFetchAndAdd: {
       uint64_t orig = 0;
       r = transport::respond_atomic(t, ctx_->host(), w.opcode == WrOpcode::kAtomicCmpAndSwp, w.remote_addr,
-                                    w.rkey, w.compare_add, w.swap, &orig);
+                                    w.rkey, w.compare_add, w.swap, &orig, w.xrc_srqn);
       if (r == Resp::kOk) memcpy(loc[0].iov_base, &orig, 8);
       len = 8;
       break;

@@ -24,12 +24,40 @@ bool receiving(const PeerQp& t) {
   return t.valid() && state_can_receive(QpState(t.qp->state.load(std::memory_order_acquire)));
 }
 
-/// Validates `key` for [addr, addr+len) with `need` access in the target's PD.
-bool target_mr(const PeerQp& t, uint32_t key, uint64_t addr, uint64_t len, uint32_t need, MrView* mr) {
-  const SegHeader* h = t.seg->header();
-  const MrEntry* e = reinterpret_cast<const MrEntry*>(base_of(t) + h->mr_table_off) + key_slot(key);
+/// Where a request's receive-side effects go: the target QP's own receive
+/// queue, CQ, PD and process, or, for an XRC target QP, those of the XRC SRQ
+/// the message names (IBA 9.8.2), which may live in another process.
+struct Rx {
+  PeerSegment* seg;
+  RqRing* rq;  // null for a QP without a receive queue
+  CqRing* cq;
+  uint32_t pd_id;
+};
+
+/// False if an XRC message names no valid SRQ of the target QP's domain.
+bool rx_of(const PeerQp& t, uint32_t xrc_srqn, Rx* rx) {
+  if (t.qp->qp_type != uint32_t(QpType::kXrcRecv)) {
+    rx->seg = t.seg;
+    rx->rq = t.qp->rq_off ? reinterpret_cast<RqRing*>(base_of(t) + t.qp->rq_off) : nullptr;
+    rx->cq = t.qp->recv_cq_off ? reinterpret_cast<CqRing*>(base_of(t) + t.qp->recv_cq_off) : nullptr;
+    rx->pd_id = t.qp->pd_id;
+    return true;
+  }
+  auto s = PeerMap::get().resolve_srq(xrc_srqn);
+  if (!s.is_ok() || s->rq->xrcd_id != t.qp->xrcd_id) return false;
+  rx->seg = s->seg;
+  rx->rq = s->rq;
+  rx->cq = reinterpret_cast<CqRing*>(s->seg->base + s->rq->cq_off);
+  rx->pd_id = s->rq->pd_id;
+  return true;
+}
+
+/// Validates `key` for [addr, addr+len) with `need` access in the receiving PD.
+bool target_mr(const Rx& x, uint32_t key, uint64_t addr, uint64_t len, uint32_t need, MrView* mr) {
+  const SegHeader* h = x.seg->header();
+  const MrEntry* e = reinterpret_cast<const MrEntry*>(x.seg->base + h->mr_table_off) + key_slot(key);
   if (!mr_read(e, key, mr)) return false;
-  if (mr->pd_id != t.qp->pd_id) return false;
+  if (mr->pd_id != x.pd_id) return false;
   if ((mr->access & need) != need) return false;
   return mr_contains(*mr, addr, len);
 }
@@ -39,15 +67,18 @@ void post_async(const PeerQp& t, AsyncEvent ev, uint64_t handle) {
   notify_post(t.qp->owner_pid, t.qp->owner_ctx_id, m);
 }
 
-void push_target_cqe(const PeerQp& t, const Cqe& c, bool solicited) {
-  CqRing* r = reinterpret_cast<CqRing*>(base_of(t) + t.qp->recv_cq_off);
-  switch (cq_push(base_of(t), r, c, solicited)) {
+void push_cqe(const Rx& x, const Cqe& c, bool solicited) {
+  CqRing* r = x.cq;
+  if (!r) return;
+  switch (cq_push(x.seg->base, r, c, solicited)) {
     case CqPush::kOkNotify:
       cq_notify(r);
       break;
-    case CqPush::kOverflow:
-      post_async(t, AsyncEvent::kCqErr, r->user_handle);
+    case CqPush::kOverflow: {
+      NotifyMsg m{kNotifyAsync, uint32_t(AsyncEvent::kCqErr), r->user_handle};
+      notify_post(r->owner_pid, r->owner_async_id, m);
       break;
+    }
     case CqPush::kOk:
       break;
   }
@@ -69,12 +100,13 @@ void target_error(const PeerQp& t, AsyncEvent ev) {
   uint32_t s = t.qp->state.load(std::memory_order_acquire);
   while (state_can_receive(QpState(s))) {
     if (t.qp->state.compare_exchange_weak(s, uint32_t(QpState::kErr), std::memory_order_acq_rel)) {
-      if (!t.qp->has_srq) {
-        RqRing* rq = reinterpret_cast<RqRing*>(base_of(t) + t.qp->rq_off);
+      if (!t.qp->has_srq && t.qp->rq_off) {
+        Rx x;
+        rx_of(t, 0, &x);
         ClaimedRecv r;
         uint64_t left;
-        while (rq_claim(base_of(t), rq, &r, &left))
-          push_target_cqe(t, recv_cqe(t, r.wr_id, WcStatus::kWrFlushErr), true);
+        while (rq_claim(x.seg->base, x.rq, &r, &left))
+          push_cqe(x, recv_cqe(t, r.wr_id, WcStatus::kWrFlushErr), true);
       }
       post_async(t, ev, t.qp->user_handle);
       return;
@@ -83,10 +115,11 @@ void target_error(const PeerQp& t, AsyncEvent ev) {
 }
 
 /// Claims a receive WQE; raises the SRQ limit event when it drains below the limit.
-bool claim_recv(const PeerQp& t, ClaimedRecv* r, RnrInfo* rnr) {
-  RqRing* rq = reinterpret_cast<RqRing*>(base_of(t) + t.qp->rq_off);
+bool claim_recv(const PeerQp& t, const Rx& x, ClaimedRecv* r, RnrInfo* rnr) {
+  RqRing* rq = x.rq;
   uint64_t left = 0;
-  if (!rq_claim(base_of(t), rq, r, &left)) {
+  if (!rq || !rq_claim(x.seg->base, rq, r, &left)) {
+    if (!rq) return false;
     if (rnr) {
       rnr->rnr_timer = t.qp->min_rnr_timer;
       rnr->rq_tail = rq->tail.load(std::memory_order_acquire);
@@ -105,17 +138,19 @@ bool claim_recv(const PeerQp& t, ClaimedRecv* r, RnrInfo* rnr) {
 
 }  // namespace
 
-uint64_t target_rq_tail(const PeerQp& t) {
-  if (!t.valid()) return 0;
-  const RqRing* rq = reinterpret_cast<const RqRing*>(base_of(t) + t.qp->rq_off);
-  return rq->tail.load(std::memory_order_acquire);
+uint64_t target_rq_tail(const PeerQp& t, uint32_t xrc_srqn) {
+  Rx x;
+  if (!t.valid() || !rx_of(t, xrc_srqn, &x) || !x.rq) return 0;
+  return x.rq->tail.load(std::memory_order_acquire);
 }
 
 Resp respond_send(const PeerQp& t, const iovec* src, size_t nsrc, uint64_t len, const RecvMeta& m,
                   RnrInfo* rnr) {
   if (!receiving(t)) return Resp::kNoAnswer;
+  Rx x;
+  if (!rx_of(t, m.xrc_srqn, &x)) return Resp::kRemInvReq;
   ClaimedRecv r;
-  if (!claim_recv(t, &r, rnr)) return Resp::kRnr;
+  if (!claim_recv(t, x, &r, rnr)) return Resp::kRnr;
   // Scatter list of the receive, checked against the target's MR table.
   iovec dst[33];
   size_t nd = 0;
@@ -124,8 +159,8 @@ Resp respond_send(const PeerQp& t, const iovec* src, size_t nsrc, uint64_t len, 
     const Sge& s = r.sge[i];
     if (s.length == 0) continue;
     MrView mr;
-    if (!target_mr(t, s.lkey, s.addr, s.length, access::kLocalWrite, &mr)) {
-      push_target_cqe(t, recv_cqe(t, r.wr_id, WcStatus::kLocProtErr), true);
+    if (!target_mr(x, s.lkey, s.addr, s.length, access::kLocalWrite, &mr)) {
+      push_cqe(x, recv_cqe(t, r.wr_id, WcStatus::kLocProtErr), true);
       target_error(t, AsyncEvent::kQpAccessErr);
       return Resp::kRemOp;
     }
@@ -135,7 +170,7 @@ Resp respond_send(const PeerQp& t, const iovec* src, size_t nsrc, uint64_t len, 
   const uint64_t need = len + (m.with_grh ? kGrhBytes : 0);
   if (need > cap) {
     // IBA 9.9.3.1.2.1: message longer than the receive buffer.
-    push_target_cqe(t, recv_cqe(t, r.wr_id, WcStatus::kLocLenErr), true);
+    push_cqe(x, recv_cqe(t, r.wr_id, WcStatus::kLocLenErr), true);
     target_error(t, AsyncEvent::kQpReqErr);
     return Resp::kRemInvReq;
   }
@@ -150,10 +185,10 @@ Resp respond_send(const PeerQp& t, const iovec* src, size_t nsrc, uint64_t len, 
   size_t ns = 0;
   if (m.with_grh) srcv[ns++] = iovec{const_cast<uint8_t*>(m.grh), kGrhBytes};
   for (size_t i = 0; i < nsrc && ns < 34; ++i) srcv[ns++] = src[i];
-  int rc = link::copy_to_peer(t.seg->pid, srcv, ns, dst, used);
+  int rc = link::copy_to_peer(x.seg->pid, srcv, ns, dst, used);
   if (rc == -ESRCH) return Resp::kNoAnswer;
   if (rc != 0) {
-    push_target_cqe(t, recv_cqe(t, r.wr_id, WcStatus::kLocProtErr), true);
+    push_cqe(x, recv_cqe(t, r.wr_id, WcStatus::kLocProtErr), true);
     target_error(t, AsyncEvent::kQpAccessErr);
     return Resp::kRemOp;
   }
@@ -165,25 +200,27 @@ Resp respond_send(const PeerQp& t, const iovec* src, size_t nsrc, uint64_t len, 
     c.wc_flags |= wc_flags::kWithImm;
   }
   if (m.with_grh) c.wc_flags |= wc_flags::kGrh;
-  push_target_cqe(t, c, m.solicited);
+  push_cqe(x, c, m.solicited);
   return Resp::kOk;
 }
 
 Resp respond_write(const PeerQp& t, const iovec* src, size_t nsrc, uint64_t len, uint64_t raddr,
-                   uint32_t rkey, const RecvMeta* imm, RnrInfo* rnr) {
+                   uint32_t rkey, const RecvMeta* imm, RnrInfo* rnr, uint32_t xrc_srqn) {
   if (!receiving(t)) return Resp::kNoAnswer;
+  Rx x;
+  if (!rx_of(t, xrc_srqn, &x)) return Resp::kRemInvReq;
   MrView mr{};
   if (len && (!(t.qp->access_flags & access::kRemoteWrite) ||
-              !target_mr(t, rkey, raddr, len, access::kRemoteWrite, &mr))) {
+              !target_mr(x, rkey, raddr, len, access::kRemoteWrite, &mr))) {
     // IBA 9.7.5.1.3 / C9-95: invalid R_Key or range -> NAK remote access error.
     target_error(t, AsyncEvent::kQpAccessErr);
     return Resp::kRemAccess;
   }
   ClaimedRecv r;
-  if (imm && !claim_recv(t, &r, rnr)) return Resp::kRnr;
+  if (imm && !claim_recv(t, x, &r, rnr)) return Resp::kRnr;
   if (len) {
     iovec dst{reinterpret_cast<void*>(mr.vaddr + (raddr - mr.iova)), size_t(len)};
-    int rc = link::copy_to_peer(t.seg->pid, src, nsrc, &dst, 1);
+    int rc = link::copy_to_peer(x.seg->pid, src, nsrc, &dst, 1);
     if (rc == -ESRCH) return Resp::kNoAnswer;
     if (rc != 0) {
       target_error(t, AsyncEvent::kQpAccessErr);
@@ -197,23 +234,25 @@ Resp respond_write(const PeerQp& t, const iovec* src, size_t nsrc, uint64_t len,
     c.src_qp = imm->src_qpn;
     c.imm = imm->imm;
     c.wc_flags = wc_flags::kWithImm;
-    push_target_cqe(t, c, imm->solicited);
+    push_cqe(x, c, imm->solicited);
   }
   return Resp::kOk;
 }
 
-Resp respond_read(const PeerQp& t, const iovec* dst, size_t ndst, uint64_t len, uint64_t raddr,
-                  uint32_t rkey) {
+Resp respond_read(const PeerQp& t, const iovec* dst, size_t ndst, uint64_t len, uint64_t raddr, uint32_t rkey,
+                  uint32_t xrc_srqn) {
   if (!receiving(t)) return Resp::kNoAnswer;
   if (len == 0) return Resp::kOk;
+  Rx x;
+  if (!rx_of(t, xrc_srqn, &x)) return Resp::kRemInvReq;
   MrView mr;
   if (!(t.qp->access_flags & access::kRemoteRead) ||
-      !target_mr(t, rkey, raddr, len, access::kRemoteRead, &mr)) {
+      !target_mr(x, rkey, raddr, len, access::kRemoteRead, &mr)) {
     target_error(t, AsyncEvent::kQpAccessErr);
     return Resp::kRemAccess;
   }
   iovec src{reinterpret_cast<void*>(mr.vaddr + (raddr - mr.iova)), size_t(len)};
-  int rc = link::copy_from_peer(t.seg->pid, dst, ndst, &src, 1);
+  int rc = link::copy_from_peer(x.seg->pid, dst, ndst, &src, 1);
   if (rc == -ESRCH) return Resp::kNoAnswer;
   if (rc != 0) {
     target_error(t, AsyncEvent::kQpAccessErr);
@@ -223,8 +262,10 @@ Resp respond_read(const PeerQp& t, const iovec* dst, size_t ndst, uint64_t len, 
 }
 
 Resp respond_atomic(const PeerQp& t, HostShm* host, bool cmp_swap, uint64_t raddr, uint32_t rkey,
-                    uint64_t compare_add, uint64_t swap, uint64_t* orig) {
+                    uint64_t compare_add, uint64_t swap, uint64_t* orig, uint32_t xrc_srqn) {
   if (!receiving(t)) return Resp::kNoAnswer;
+  Rx x;
+  if (!rx_of(t, xrc_srqn, &x)) return Resp::kRemInvReq;
   if (raddr & 7) {
     // IBA 9.4.5: atomics need 8-byte alignment -> invalid request.
     target_error(t, AsyncEvent::kQpReqErr);
@@ -232,12 +273,12 @@ Resp respond_atomic(const PeerQp& t, HostShm* host, bool cmp_swap, uint64_t radd
   }
   MrView mr;
   if (!(t.qp->access_flags & access::kRemoteAtomic) ||
-      !target_mr(t, rkey, raddr, 8, access::kRemoteAtomic, &mr)) {
+      !target_mr(x, rkey, raddr, 8, access::kRemoteAtomic, &mr)) {
     target_error(t, AsyncEvent::kQpAccessErr);
     return Resp::kRemAccess;
   }
   uint64_t va = mr.vaddr + (raddr - mr.iova);
-  int rc = link::atomic_on_peer(host, t.seg->pid, va,
+  int rc = link::atomic_on_peer(host, x.seg->pid, va,
                                 cmp_swap ? link::AtomicOp::kCmpSwap : link::AtomicOp::kFetchAdd, compare_add,
                                 swap, orig);
   if (rc == -ESRCH) return Resp::kNoAnswer;

@@ -29,6 +29,7 @@ struct RecvMeta {
   bool solicited;
   bool with_grh;       // UD: a 40-byte GRH precedes the payload
   const uint8_t* grh;  // 40 bytes when with_grh
+  uint32_t xrc_srqn;   // XRC: the SRQ (at the target) this message names
 };
 
 struct RnrInfo {
@@ -41,14 +42,14 @@ Resp respond_send(const core::PeerQp& t, const iovec* src, size_t nsrc, uint64_t
                   RnrInfo* rnr);
 /// RDMA WRITE (optionally WITH_IMM, which also consumes a receive WQE).
 Resp respond_write(const core::PeerQp& t, const iovec* src, size_t nsrc, uint64_t len, uint64_t raddr,
-                   uint32_t rkey, const RecvMeta* imm, RnrInfo* rnr);
+                   uint32_t rkey, const RecvMeta* imm, RnrInfo* rnr, uint32_t xrc_srqn = 0);
 /// RDMA READ: copies the remote range into `dst`.
 Resp respond_read(const core::PeerQp& t, const iovec* dst, size_t ndst, uint64_t len, uint64_t raddr,
-                  uint32_t rkey);
+                  uint32_t rkey, uint32_t xrc_srqn = 0);
 /// ATOMIC CMP_AND_SWP / FETCH_AND_ADD on 8 aligned bytes; *orig gets the old value.
 Resp respond_atomic(const core::PeerQp& t, core::HostShm* host, bool cmp_swap, uint64_t raddr, uint32_t rkey,
-                    uint64_t compare_add, uint64_t swap, uint64_t* orig);
+                    uint64_t compare_add, uint64_t swap, uint64_t* orig, uint32_t xrc_srqn = 0);
 /// The target QP's current receive-queue producer index (RNR early retry).
-uint64_t target_rq_tail(const core::PeerQp& t);
+uint64_t target_rq_tail(const core::PeerQp& t, uint32_t xrc_srqn = 0);
 
 }  // namespace uroce::transport

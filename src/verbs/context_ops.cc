@@ -32,8 +32,6 @@ int compat_query_port(ibv_context* c, uint8_t port, _compat_ibv_port_attr* a) {
                        offsetof(ibv_port_attr, port_cap_flags2));
 }
 
-int get_srq_num_unsupported(ibv_srq*, uint32_t*) { return EOPNOTSUPP; }
-
 }  // namespace
 
 void init_context_ops(UContext* uc) {
@@ -106,10 +104,10 @@ void init_context_ops(UContext* uc) {
   v.ABI_placeholder1 = placeholder;
   v.open_qp = fail_ptr<ibv_qp*, ibv_context*, ibv_qp_open_attr*>;
   v.create_qp_ex = op_create_qp_ex;
-  v.get_srq_num = get_srq_num_unsupported;
+  v.get_srq_num = op_get_srq_num;
   v.create_srq_ex = op_create_srq_ex;
-  v.open_xrcd = fail_ptr<ibv_xrcd*, ibv_context*, ibv_xrcd_init_attr*>;
-  v.close_xrcd = fail_int<ibv_xrcd*>;
+  v.open_xrcd = op_open_xrcd;
+  v.close_xrcd = op_close_xrcd;
   v._ABI_placeholder3 = 0;
   v.sz = sizeof(verbs_context);
   v.context.abi_compat = __VERBS_ABI_IS_EXTENDED;

@@ -66,10 +66,18 @@ struct UAh {
   UPd* upd;
 };
 
+struct UXrcd {
+  ibv_xrcd xrcd;
+  uint32_t id;               // host-wide: processes opening the same file share it
+  std::atomic<int> refs{0};  // XRC SRQs and target QPs (close -> EBUSY)
+};
+inline UXrcd* uxrcd(ibv_xrcd* x) { return reinterpret_cast<UXrcd*>(x); }
+
 struct USrq {
   ibv_srq srq;
   std::unique_ptr<core::Srq> core;
   UPd* upd;
+  UXrcd* xrcd;  // XRC SRQs
 };
 
 /// State of one ibv_wr_start()..ibv_wr_complete() batch.
@@ -88,6 +96,7 @@ struct UQp {
   UCq* send_cq;
   UCq* recv_cq;
   USrq* srq;
+  UXrcd* xrcd;  // XRC target QPs
   WrBatch batch;
 };
 
@@ -130,5 +139,8 @@ int op_query_device_ex(ibv_context* ctx, const ibv_query_device_ex_input* in, ib
 ibv_cq_ex* op_create_cq_ex(ibv_context* ctx, ibv_cq_init_attr_ex* attr);
 ibv_qp* op_create_qp_ex(ibv_context* ctx, ibv_qp_init_attr_ex* attr);
 ibv_srq* op_create_srq_ex(ibv_context* ctx, ibv_srq_init_attr_ex* attr);
+int op_get_srq_num(ibv_srq* srq, uint32_t* srq_num);
+ibv_xrcd* op_open_xrcd(ibv_context* ctx, ibv_xrcd_init_attr* attr);
+int op_close_xrcd(ibv_xrcd* xrcd);
 
 }  // namespace uroce::verbs

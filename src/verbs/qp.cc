@@ -57,29 +57,33 @@ constexpr uint64_t kSupportedSendOps = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WIT
                                        IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_SEND_WITH_INV;
 
 ibv_qp* create_qp_common(ibv_context* ctx, ibv_qp_init_attr_ex* a) {
-  if (!a->pd || !a->send_cq || (!a->recv_cq && !a->srq)) {
-    errno = EINVAL;
-    return nullptr;
-  }
-  if (a->qp_type != IBV_QPT_RC && a->qp_type != IBV_QPT_UC && a->qp_type != IBV_QPT_UD) {
+  const bool xrc_ini = a->qp_type == IBV_QPT_XRC_SEND, xrc_tgt = a->qp_type == IBV_QPT_XRC_RECV;
+  if (a->qp_type != IBV_QPT_RC && a->qp_type != IBV_QPT_UC && a->qp_type != IBV_QPT_UD && !xrc_ini &&
+      !xrc_tgt) {
     errno = EOPNOTSUPP;
     return nullptr;
   }
-  if (a->srq && a->qp_type == IBV_QPT_UC) {
-    // SRQ with UC is allowed by IBA; keep it.
+  // XRC (man ibv_create_qp_ex): an initiator has a PD and a send CQ only; a
+  // target QP has only its domain. Everyone else needs a PD and both sides.
+  if (xrc_tgt ? !((a->comp_mask & IBV_QP_INIT_ATTR_XRCD) && a->xrcd)
+              : (!a->pd || !a->send_cq || (!xrc_ini && !a->recv_cq && !a->srq))) {
+    errno = EINVAL;
+    return nullptr;
   }
   UContext* c = uctx(ctx);
   auto* q = new UQp();
   memset(&q->ex, 0, sizeof(q->ex));
-  q->upd = upd(a->pd);
-  q->send_cq = ucq(a->send_cq);
-  q->recv_cq = ucq(a->recv_cq ? a->recv_cq : a->send_cq);
-  q->srq = a->srq ? usrq(a->srq) : nullptr;
+  q->upd = a->pd && !xrc_tgt ? upd(a->pd) : nullptr;
+  q->send_cq = a->send_cq && !xrc_tgt ? ucq(a->send_cq) : nullptr;
+  q->recv_cq = xrc_ini || xrc_tgt ? nullptr : ucq(a->recv_cq ? a->recv_cq : a->send_cq);
+  q->srq = a->srq && !xrc_ini && !xrc_tgt ? usrq(a->srq) : nullptr;
+  q->xrcd = xrc_tgt ? uxrcd(a->xrcd) : nullptr;
   core::QpCreateArgs args{};
   args.type = core::QpType(a->qp_type);
-  args.pd_id = q->upd->id;
-  args.send_cq = q->send_cq->core.get();
-  args.recv_cq = q->recv_cq->core.get();
+  args.pd_id = q->upd ? q->upd->id : 0;
+  args.xrcd_id = q->xrcd ? q->xrcd->id : 0;
+  args.send_cq = q->send_cq ? q->send_cq->core.get() : nullptr;
+  args.recv_cq = q->recv_cq ? q->recv_cq->core.get() : nullptr;
   args.srq = q->srq ? q->srq->core.get() : nullptr;
   args.cap = {a->cap.max_send_wr, a->srq ? 0 : a->cap.max_recv_wr, a->cap.max_send_sge,
               a->srq ? 0 : a->cap.max_recv_sge, a->cap.max_inline_data};
@@ -95,10 +99,10 @@ ibv_qp* create_qp_common(ibv_context* ctx, ibv_qp_init_attr_ex* a) {
   ibv_qp& b = q->ex.qp_base;
   b.context = ctx;
   b.qp_context = a->qp_context;
-  b.pd = a->pd;
-  b.send_cq = a->send_cq;
-  b.recv_cq = a->recv_cq;
-  b.srq = a->srq;
+  b.pd = q->upd ? a->pd : nullptr;
+  b.send_cq = q->send_cq ? a->send_cq : nullptr;
+  b.recv_cq = q->recv_cq ? a->recv_cq : nullptr;
+  b.srq = q->srq ? a->srq : nullptr;
   b.handle = q->core->qpn();
   b.qp_num = q->core->qpn();
   b.state = IBV_QPS_RESET;
@@ -116,7 +120,8 @@ ibv_qp* create_qp_common(ibv_context* ctx, ibv_qp_init_attr_ex* a) {
   }
   q->ex.comp_mask = (a->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) ? IBV_QP_EX_WITH_SEND : 0;
   init_qp_ex_ops(q);
-  q->upd->refs++;
+  if (q->upd) q->upd->refs++;
+  if (q->xrcd) q->xrcd->refs++;
   return &b;
 }
 
@@ -134,12 +139,12 @@ UROCE_EXPORT ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* attr) {
 }
 
 ibv_qp* op_create_qp_ex(ibv_context* ctx, ibv_qp_init_attr_ex* attr) {
-  constexpr uint32_t kKnown = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+  constexpr uint32_t kKnown = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_XRCD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
   if (attr->comp_mask & ~kKnown) {
     errno = EOPNOTSUPP;
     return nullptr;
   }
-  if (!(attr->comp_mask & IBV_QP_INIT_ATTR_PD)) {
+  if (!(attr->comp_mask & IBV_QP_INIT_ATTR_PD) && attr->qp_type != IBV_QPT_XRC_RECV) {
     errno = EINVAL;
     return nullptr;
   }
@@ -237,7 +242,8 @@ UROCE_EXPORT int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask, ibv_
 
 UROCE_EXPORT int ibv_destroy_qp(ibv_qp* qp) {
   UQp* q = uqp(qp);
-  q->upd->refs--;
+  if (q->upd) q->upd->refs--;
+  if (q->xrcd) q->xrcd->refs--;
   pthread_mutex_destroy(&qp->mutex);
   pthread_cond_destroy(&qp->cond);
   delete q;
@@ -273,6 +279,7 @@ int post_send_one(UQp* q, const ibv_send_wr* wr) {
         w.rkey = wr->wr.rdma.rkey;
       }
   }
+  if (q->ex.qp_base.qp_type == IBV_QPT_XRC_SEND) w.xrc_srqn = wr->qp_type.xrc.remote_srqn;
   (void)av;
   return q->core->post_send(w).err();
 }

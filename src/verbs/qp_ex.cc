@@ -109,7 +109,9 @@ void wr_unsupported_tso(ibv_qp_ex* qp, void*, uint16_t, uint16_t) { batch(qp).er
 void wr_unsupported_atomic_write(ibv_qp_ex* qp, uint32_t, uint64_t, const void*) {
   batch(qp).err = EOPNOTSUPP;
 }
-void wr_set_xrc_srqn(ibv_qp_ex* qp, uint32_t) { batch(qp).err = EOPNOTSUPP; }
+void wr_set_xrc_srqn(ibv_qp_ex* qp, uint32_t srqn) {
+  if (ibv_send_wr* w = last(qp)) w->qp_type.xrc.remote_srqn = srqn;
+}
 
 void wr_set_ud_addr(ibv_qp_ex* qp, ibv_ah* ah, uint32_t qpn, uint32_t qkey) {
   if (ibv_send_wr* w = last(qp)) {

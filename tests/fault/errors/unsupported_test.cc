@@ -61,12 +61,21 @@ TEST_F(Unsupported, AllocMw) {
   EXPECT_FAILS_CLEANLY_WITH(ibv_alloc_mw(e_.pd, IBV_MW_TYPE_2), EOPNOTSUPP);
 }
 
-TEST_F(Unsupported, OpenXrcd) {
+TEST_F(Unsupported, OpenQp) {
+  // Sharing an XRC target QP between processes by number is not implemented.
   ibv_xrcd_init_attr xa{};
   xa.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS;
   xa.fd = -1;
   xa.oflags = O_CREAT;
-  EXPECT_FAILS_CLEANLY_WITH(ibv_open_xrcd(ctx_, &xa), EOPNOTSUPP);
+  ibv_xrcd* xrcd = ibv_open_xrcd(ctx_, &xa);
+  ASSERT_NE(xrcd, nullptr);
+  ibv_qp_open_attr oa{};
+  oa.comp_mask = IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD | IBV_QP_OPEN_ATTR_TYPE;
+  oa.qp_num = 0x12;
+  oa.xrcd = xrcd;
+  oa.qp_type = IBV_QPT_XRC_RECV;
+  EXPECT_FAILS_CLEANLY_WITH(ibv_open_qp(ctx_, &oa), EOPNOTSUPP);
+  EXPECT_EQ(ibv_close_xrcd(xrcd), 0);
 }
 
 TEST_F(Unsupported, CreateFlow) {
@@ -108,8 +117,10 @@ TEST_F(Unsupported, OtherExtensionVerbs) {
   EXPECT_FAILS_CLEANLY(ibv_alloc_null_mr(e_.pd));
 }
 
-TEST_F(Unsupported, XrcAndRawQpTypes) {
-  for (ibv_qp_type t : {IBV_QPT_XRC_SEND, IBV_QPT_XRC_RECV, IBV_QPT_RAW_PACKET}) {
+TEST_F(Unsupported, XrcTargetWithoutDomainAndRawQpTypes) {
+  // An XRC target QP needs its XRC domain (only ibv_create_qp_ex can name it);
+  // raw packet QPs are not offered.
+  for (ibv_qp_type t : {IBV_QPT_XRC_RECV, IBV_QPT_RAW_PACKET}) {
     ibv_qp_init_attr ia{};
     ia.send_cq = e_.send_cq;
     ia.recv_cq = e_.recv_cq;

@@ -41,3 +41,9 @@ uroce_debian_pair(debian_srq_pingpong_events 9 ibv_srq_pingpong -e)
 # UD: the message size is the port's active MTU, read by the script.
 math(EXPR UROCE_UD_PORT "${UROCE_TEST_PORT_BASE} + 10")
 uroce_debian_test(debian_ud_pingpong_mtu ud_pingpong.sh ${UROCE_UD_PORT} uroce_lo 1)
+
+# XRC: one client, and a server with four client processes.
+math(EXPR UROCE_XSRQ_PORT1 "${UROCE_TEST_PORT_BASE} + 11")
+math(EXPR UROCE_XSRQ_PORT4 "${UROCE_TEST_PORT_BASE} + 12")
+uroce_debian_test(debian_xsrq_pingpong xsrq_pingpong.sh ${UROCE_XSRQ_PORT1} 1 uroce_lo 1)
+uroce_debian_test(debian_xsrq_pingpong_4_clients xsrq_pingpong.sh ${UROCE_XSRQ_PORT4} 4 uroce_lo 1)

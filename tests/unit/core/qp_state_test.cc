@@ -67,3 +67,28 @@ TEST(QpState, ReceivingStates) {
 
 }  // namespace
 }  // namespace uroce::core
+
+namespace uroce::core {
+namespace {
+
+using namespace qp_attr;
+
+// The sequences rdma-core's ibv_xsrq_pingpong drives (XRC initiator and target).
+TEST(QpState, XrcInitiatorAndTarget) {
+  constexpr uint32_t kInit = kState | kPkeyIndex | kPort | kAccessFlags;
+  EXPECT_TRUE(modify_is_ok(QpType::kXrcSend, QpState::kReset, QpState::kInit, kInit));
+  EXPECT_TRUE(modify_is_ok(QpType::kXrcRecv, QpState::kReset, QpState::kInit, kInit));
+  EXPECT_TRUE(modify_is_ok(QpType::kXrcSend, QpState::kInit, QpState::kRtr,
+                           kState | kAv | kPathMtu | kDestQpn | kRqPsn));
+  EXPECT_TRUE(modify_is_ok(QpType::kXrcRecv, QpState::kInit, QpState::kRtr,
+                           kState | kAv | kPathMtu | kDestQpn | kRqPsn | kMaxDestRdAtomic | kMinRnrTimer));
+  EXPECT_FALSE(modify_is_ok(QpType::kXrcRecv, QpState::kInit, QpState::kRtr,
+                            kState | kAv | kPathMtu | kDestQpn | kRqPsn));
+  EXPECT_TRUE(modify_is_ok(QpType::kXrcSend, QpState::kRtr, QpState::kRts,
+                           kState | kTimeout | kRetryCnt | kRnrRetry | kSqPsn | kMaxQpRdAtomic));
+  EXPECT_TRUE(modify_is_ok(QpType::kXrcRecv, QpState::kRtr, QpState::kRts, kState | kTimeout | kSqPsn));
+  EXPECT_FALSE(modify_is_ok(QpType::kXrcSend, QpState::kRtr, QpState::kRts, kState | kTimeout | kSqPsn));
+}
+
+}  // namespace
+}  // namespace uroce::core

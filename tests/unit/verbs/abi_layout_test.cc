@@ -65,8 +65,8 @@ TEST_F(AbiLayout, NoEmptyOpSlot) {
 
 TEST_F(AbiLayout, UnimplementedExtendedVerbsFailCleanly) {
   errno = 0;
-  ibv_xrcd_init_attr xa{};
-  EXPECT_EQ(ibv_open_xrcd(ctx_, &xa), nullptr);
+  ibv_qp_open_attr oa{};
+  EXPECT_EQ(ibv_open_qp(ctx_, &oa), nullptr);
   EXPECT_EQ(errno, EOPNOTSUPP);
   ibv_alloc_dm_attr da{};
   da.length = 64;

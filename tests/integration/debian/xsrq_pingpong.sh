@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# rdma-core's ibv_xsrq_pingpong (XRC: shared XRC domain, XRC SRQs, XRC
+# initiator and target QPs) over uroce: one server expecting N clients, and N
+# client processes. Pass: every process exits 0 and prints "success".
+# Usage: xsrq_pingpong.sh PORT NCLIENTS DEVICE GID_INDEX
+# Exit: 0 pass, 1 fail, 77 skipped (binary not installed). Bounded by a 30 s timeout.
+set -u
+port=$1 n=$2 dev=$3 gid=$4
+command -v ibv_xsrq_pingpong >/dev/null 2>&1 || { echo "SKIP: ibv_xsrq_pingpong not installed"; exit 77; }
+work=$(mktemp -d "${TMPDIR:-/tmp}/uroce-xsrq.XXXXXX")
+pids=()
+# shellcheck disable=SC2317 # called through the trap
+cleanup() {
+  local p
+  for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; done
+  wait 2>/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+listening() {
+  local hex
+  hex=$(printf '%04X' "$1")
+  awk -v p=":$hex" '$2 ~ p"$" && $4 == "0A" { found = 1 } END { exit !found }' /proc/net/tcp /proc/net/tcp6 2>/dev/null
+}
+
+timeout 30 ibv_xsrq_pingpong -d "$dev" -g "$gid" -p "$port" -c "$n" >"$work/server.out" 2>&1 &
+pids+=($!)
+for _ in $(seq 1 200); do listening "$port" && break; sleep 0.05; done
+for i in $(seq 1 "$n"); do
+  timeout 30 ibv_xsrq_pingpong -d "$dev" -g "$gid" -p "$port" localhost >"$work/client$i.out" 2>&1 &
+  pids+=($!)
+done
+fail=0
+for idx in "${!pids[@]}"; do
+  wait "${pids[$idx]}" || fail=1
+done
+for f in "$work"/*.out; do
+  echo "--- $(basename "$f")"
+  cat "$f"
+  grep -q '^success' "$f" || fail=1
+done
+((fail == 0)) && echo "PASS: server + $n clients" || echo "FAIL"
+exit $fail
