@@ -14,7 +14,7 @@ Result<std::unique_ptr<Cq>> Cq::create(Context* ctx, uint32_t cqe, uint32_t chan
   while (cap < cqe + 1) cap <<= 1;
   std::unique_ptr<Cq> cq(new Cq());
   cq->ctx_ = ctx;
-  cq->bytes_ = sizeof(CqRing) + size_t(cap) * sizeof(Cqe);
+  cq->bytes_ = sizeof(CqRing) + cq_slot_array_bytes(cap);
   auto off = ctx->seg().alloc(cq->bytes_);
   if (!off.is_ok()) return Status(off.err());
   cq->off_ = off.value();
@@ -59,11 +59,11 @@ Status Cq::resize(uint32_t cqe) {
   }
   uint32_t cap = ring_->capacity;
   while (cap < cqe + 1) cap <<= 1;
-  const size_t bytes = size_t(cap) * sizeof(Cqe);
+  const size_t bytes = cq_slot_array_bytes(cap);
   auto off = ctx_->seg().alloc(bytes);
   if (!off.is_ok()) return Status(off.err());
   const uint64_t old_off = ring_->slots_off;
-  const size_t old_bytes = size_t(ring_->capacity) * sizeof(Cqe);
+  const size_t old_bytes = cq_slot_array_bytes(ring_->capacity);
   const bool clean = cq_resize(ctx_->seg().base(), ring_, off.value(), cap);
   // The first slot array shares its block with the ring header; later ones are
   // freed, unless a producer may still write into it late.

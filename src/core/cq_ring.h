@@ -7,6 +7,9 @@
 // producer that read the old geometry fails its CAS instead of writing there.
 #pragma once
 
+#include <sys/uio.h>
+
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 
@@ -36,10 +39,25 @@ inline Cqe* cq_slots(uint8_t* seg_base, const CqRing* r) {
 
 enum class CqPush { kOk, kOkNotify, kOverflow };
 
+/// The bounce record of position `pos` (see kCqBounceBytes).
+inline uint8_t* cq_bounce(uint8_t* seg_base, const CqRing* r, uint64_t pos) {
+  return seg_base + ld_acq(r->slots_off) + size_t(ld_acq(r->capacity)) * sizeof(Cqe) +
+         size_t(pos & ld_acq(r->mask)) * kCqBounceBytes;
+}
+
+/// Payload for a bounced completion: gathered from `src` into the record.
+struct CqBounce {
+  uint64_t dst;             // where the receiver copies it (its own address space)
+  const struct iovec* src;  // the sender's buffers (this address space)
+  size_t nsrc;
+  uint32_t len;
+};
+
 /// Publishes one completion. `solicited` is true for solicited or error
 /// completions (they satisfy a kArmSolicited arm). Returns kOkNotify when the
 /// caller must wake the CQ's completion channel.
-inline CqPush cq_push(uint8_t* seg_base, CqRing* r, const Cqe& c, bool solicited) {
+inline CqPush cq_push(uint8_t* seg_base, CqRing* r, const Cqe& c, bool solicited,
+                      const CqBounce* bounce = nullptr) {
   uint64_t tw = r->tail.load(std::memory_order_acquire);
   uint64_t frozen_since = 0;
   for (;;) {
@@ -62,6 +80,18 @@ inline CqPush cq_push(uint8_t* seg_base, CqRing* r, const Cqe& c, bool solicited
   const uint64_t t = tw & kCqPosMask;
   // Geometry read after the claim: a resize cannot change it until this slot is published.
   Cqe* s = &cq_slots(seg_base, r)[t & ld_acq(r->mask)];
+  if (bounce) {
+    uint8_t* rec = cq_bounce(seg_base, r, t);
+    memcpy(rec, &bounce->dst, 8);
+    uint8_t* p = rec + 8;
+    size_t left = bounce->len;
+    for (size_t i = 0; i < bounce->nsrc && left; ++i) {
+      size_t n = std::min(left, bounce->src[i].iov_len);
+      memcpy(p, bounce->src[i].iov_base, n);
+      p += n;
+      left -= n;
+    }
+  }
   // Copy everything but the sequence word, then publish.
   memcpy(reinterpret_cast<char*>(s) + sizeof(s->seq), reinterpret_cast<const char*>(&c) + sizeof(c.seq),
          sizeof(Cqe) - sizeof(c.seq));
@@ -84,6 +114,15 @@ inline int cq_pop(uint8_t* seg_base, CqRing* r, Cqe* out, int n) {
     if (std::atomic_ref<uint64_t>(s->seq).load(std::memory_order_acquire) != h + 1)
       break;  // pairs with cq_push's release
     memcpy(static_cast<void*>(&out[got]), s, sizeof(Cqe));
+    if (out[got].wc_flags & kCqeBounced) {
+      // Deliver the payload now, before the slot (and its record) is released.
+      const uint8_t* rec = reinterpret_cast<const uint8_t*>(slots) + size_t(r->capacity) * sizeof(Cqe) +
+                           size_t(h & mask) * kCqBounceBytes;
+      uint64_t dst;
+      memcpy(&dst, rec, 8);
+      memcpy(reinterpret_cast<void*>(dst), rec + 8, std::min<uint32_t>(out[got].byte_len, kCqBouncePayload));
+      out[got].wc_flags &= ~kCqeBounced;
+    }
     ++got;
     ++h;
   }
@@ -119,6 +158,11 @@ inline bool cq_resize(uint8_t* seg_base, CqRing* r, uint64_t new_slots_off, uint
     }
     Cqe* d = &new_slots[p & (new_cap - 1)];
     memcpy(static_cast<void*>(d), s, sizeof(Cqe));
+    memcpy(reinterpret_cast<uint8_t*>(new_slots) + size_t(new_cap) * sizeof(Cqe) +
+               size_t(p & (new_cap - 1)) * kCqBounceBytes,
+           reinterpret_cast<uint8_t*>(old_slots) + size_t(old_mask + 1) * sizeof(Cqe) +
+               size_t(p & old_mask) * kCqBounceBytes,
+           kCqBounceBytes);
     if (std::atomic_ref<uint64_t>(s->seq).load(std::memory_order_acquire) != p + 1) {
       complete = false;
       std::atomic_ref<uint64_t>(d->seq).store(p + 1, std::memory_order_release);  // surfaces as a stale entry

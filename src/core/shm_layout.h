@@ -178,6 +178,18 @@ struct alignas(kCacheLine) CqRing {
 constexpr uint32_t kArmNext = 1;
 constexpr uint32_t kArmSolicited = 2;
 
+/// Small SENDs skip the cross-process copy: the sender stores the payload in a
+/// bounce record that sits beside the completion's slot (same position), and
+/// the receiver copies it into the receive buffer when it polls that
+/// completion, before it can look at the buffer. Each CQ slot array is
+/// followed by `capacity` records of this size: {u64 destination, payload}.
+constexpr uint32_t kCqBounceBytes = 256;
+constexpr uint32_t kCqBouncePayload = kCqBounceBytes - 8;
+/// Internal wc_flags bit: this completion's payload waits in its bounce record.
+constexpr uint32_t kCqeBounced = 1u << 31;
+/// Bytes of one slot array (completions + bounce records) for `cap` entries.
+constexpr size_t cq_slot_array_bytes(uint32_t cap) { return size_t(cap) * (sizeof(Cqe) + kCqBounceBytes); }
+
 /// The part of a QP that peers need to act as its "NIC" on the intra-host link.
 struct alignas(kCacheLine) QpShm {
   uint32_t magic;  // kQpMagic while the QP exists

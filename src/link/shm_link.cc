@@ -14,9 +14,8 @@
 #include "common/clock.h"
 
 namespace uroce::link {
-namespace {
 
-thread_local int32_t t_self_pid = 0;
+static thread_local int32_t t_self_pid = 0;
 
 /// This process's pid, cached per thread. After fork() the child runs on the
 /// forking thread, whose cache still holds the parent's pid: a child that
@@ -29,6 +28,8 @@ int32_t self_pid() {
   t_self_pid = getpid();
   return t_self_pid;
 }
+
+namespace {
 
 size_t total(const iovec* v, size_t n) {
   size_t t = 0;

@@ -13,6 +13,9 @@
 
 namespace uroce::link {
 
+/// This process's pid (cached; correct after fork()).
+int32_t self_pid();
+
 /// Copies the bytes described by `local` into `remote` in process `pid`.
 /// Both lists describe the same number of bytes. Returns 0 or -errno
 /// (-ESRCH: the peer is gone; -EFAULT: an address is not mapped).

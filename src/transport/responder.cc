@@ -67,10 +67,10 @@ void post_async(const PeerQp& t, AsyncEvent ev, uint64_t handle) {
   notify_post(t.qp->owner_pid, t.qp->owner_ctx_id, m);
 }
 
-void push_cqe(const Rx& x, const Cqe& c, bool solicited) {
+void push_cqe(const Rx& x, const Cqe& c, bool solicited, const CqBounce* bounce = nullptr) {
   CqRing* r = x.cq;
   if (!r) return;
-  switch (cq_push(x.seg->base, r, c, solicited)) {
+  switch (cq_push(x.seg->base, r, c, solicited, bounce)) {
     case CqPush::kOkNotify:
       cq_notify(r);
       break;
@@ -185,13 +185,6 @@ Resp respond_send(const PeerQp& t, const iovec* src, size_t nsrc, uint64_t len, 
   size_t ns = 0;
   if (m.with_grh) srcv[ns++] = iovec{const_cast<uint8_t*>(m.grh), kGrhBytes};
   for (size_t i = 0; i < nsrc && ns < 34; ++i) srcv[ns++] = src[i];
-  int rc = link::copy_to_peer(x.seg->pid, srcv, ns, dst, used);
-  if (rc == -ESRCH) return Resp::kNoAnswer;
-  if (rc != 0) {
-    push_cqe(x, recv_cqe(t, r.wr_id, WcStatus::kLocProtErr), true);
-    target_error(t, AsyncEvent::kQpAccessErr);
-    return Resp::kRemOp;
-  }
   Cqe c = recv_cqe(t, r.wr_id, WcStatus::kSuccess);
   c.byte_len = uint32_t(need);
   c.src_qp = m.src_qpn;
@@ -200,6 +193,21 @@ Resp respond_send(const PeerQp& t, const iovec* src, size_t nsrc, uint64_t len, 
     c.wc_flags |= wc_flags::kWithImm;
   }
   if (m.with_grh) c.wc_flags |= wc_flags::kGrh;
+  if (need <= kCqBouncePayload && used <= 1 && x.cq && x.seg->pid != link::self_pid()) {
+    // Small message: no system call. The receiver copies it out of the
+    // completion's bounce record when it polls (before it can see the data).
+    CqBounce b{need ? reinterpret_cast<uint64_t>(dst[0].iov_base) : 0, srcv, ns, uint32_t(need)};
+    c.wc_flags |= need ? kCqeBounced : 0;
+    push_cqe(x, c, m.solicited, need ? &b : nullptr);
+    return Resp::kOk;
+  }
+  int rc = link::copy_to_peer(x.seg->pid, srcv, ns, dst, used);
+  if (rc == -ESRCH) return Resp::kNoAnswer;
+  if (rc != 0) {
+    push_cqe(x, recv_cqe(t, r.wr_id, WcStatus::kLocProtErr), true);
+    target_error(t, AsyncEvent::kQpAccessErr);
+    return Resp::kRemOp;
+  }
   push_cqe(x, c, m.solicited);
   return Resp::kOk;
 }

@@ -2,6 +2,7 @@
 // and RQ (one producer, many claimers).
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <thread>
 #include <vector>
 
@@ -13,7 +14,7 @@ namespace uroce::core {
 namespace {
 
 struct CqFixture {
-  explicit CqFixture(uint32_t cap) : mem(sizeof(CqRing) + cap * sizeof(Cqe) + 64) {
+  explicit CqFixture(uint32_t cap) : mem(sizeof(CqRing) + cq_slot_array_bytes(cap) + 64) {
     base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(mem.data()) + 63) & ~uintptr_t(63));
     r = new (base) CqRing();
     r->capacity = cap;
@@ -88,7 +89,7 @@ TEST(CqRing, ManyProducersLoseNothing) {
 TEST(CqRing, ResizeWhileProducersRunLosesNothing) {
   constexpr int kThreads = 3, kPer = 30000;
   // One arena: ring header + first slots, then room for the bigger arrays.
-  std::vector<uint8_t> mem(sizeof(CqRing) + (64 + 128 + 256 + 512) * sizeof(Cqe) + 64);
+  std::vector<uint8_t> mem(sizeof(CqRing) + cq_slot_array_bytes(64 + 128 + 256 + 512) + 64);
   uint8_t* base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(mem.data()) + 63) & ~uintptr_t(63));
   CqRing* r = new (base) CqRing();
   r->capacity = 64;
@@ -106,13 +107,13 @@ TEST(CqRing, ResizeWhileProducersRunLosesNothing) {
   }
   std::vector<int> next(kThreads, 0);
   int total = 0, resizes = 0;
-  uint64_t off = sizeof(CqRing) + 64 * sizeof(Cqe);
+  uint64_t off = sizeof(CqRing) + cq_slot_array_bytes(64);
   Cqe out[16];
   while (total < kThreads * kPer) {
     if (resizes < 3 && total > (resizes + 1) * 10000) {
       uint32_t cap = r->capacity * 2;
       EXPECT_TRUE(cq_resize(base, r, off, cap));
-      off += cap * sizeof(Cqe);
+      off += cq_slot_array_bytes(cap);
       ++resizes;
     }
     int n = cq_pop(base, r, out, 16);
@@ -125,6 +126,37 @@ TEST(CqRing, ResizeWhileProducersRunLosesNothing) {
   for (auto& t : ts) t.join();
   EXPECT_EQ(resizes, 3);
   EXPECT_EQ(r->capacity, 512u);
+}
+
+TEST(CqRing, BouncedPayloadIsDeliveredAtPollAndSurvivesResize) {
+  std::vector<uint8_t> mem(sizeof(CqRing) + cq_slot_array_bytes(4) + cq_slot_array_bytes(8) + 64);
+  uint8_t* base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(mem.data()) + 63) & ~uintptr_t(63));
+  CqRing* r = new (base) CqRing();
+  r->capacity = 4;
+  r->mask = 3;
+  r->slots_off = sizeof(CqRing);
+  char dst[3][16] = {};
+  const char* words[3] = {"first", "second!", "third.."};
+  for (int i = 0; i < 3; ++i) {
+    // The payload is gathered from two pieces.
+    iovec src[2] = {{const_cast<char*>(words[i]), 3},
+                    {const_cast<char*>(words[i]) + 3, strlen(words[i]) - 3}};
+    CqBounce b{reinterpret_cast<uint64_t>(dst[i]), src, 2, uint32_t(strlen(words[i]))};
+    Cqe c{};
+    c.wr_id = uint64_t(i);
+    c.byte_len = b.len;
+    c.wc_flags = kCqeBounced;
+    ASSERT_EQ(cq_push(base, r, c, false, &b), CqPush::kOk);
+    EXPECT_EQ(dst[i][0], 0);  // nothing lands before the completion is polled
+  }
+  Cqe out[4];
+  ASSERT_EQ(cq_pop(base, r, out, 1), 1);
+  EXPECT_STREQ(dst[0], "first");
+  EXPECT_EQ(out[0].wc_flags, 0u);  // the internal flag never reaches the program
+  ASSERT_TRUE(cq_resize(base, r, sizeof(CqRing) + cq_slot_array_bytes(4), 8));
+  ASSERT_EQ(cq_pop(base, r, out, 4), 2);
+  EXPECT_STREQ(dst[1], "second!");
+  EXPECT_STREQ(dst[2], "third..");
 }
 
 struct RqFixture {
