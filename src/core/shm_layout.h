@@ -17,7 +17,7 @@ constexpr uint64_t kSegMagic = 0x3147455345434f52ull;  // "ROCESEG1"
 constexpr uint32_t kQpMagic = 0x51505348;              // "QPSH"
 /// Address space reserved for each context segment, in every process that maps it.
 /// The memfd grows inside it, so offsets never move and peers never remap.
-constexpr size_t kSegReserveBytes = 64ull << 30;
+constexpr size_t kSegReserveBytes = 8ull << 30;
 
 /// Offset 0 of every context segment (one per ibv_open_device).
 struct alignas(kCacheLine) SegHeader {

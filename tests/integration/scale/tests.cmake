@@ -1,0 +1,23 @@
+# Scale tests through the C verbs API (label: integration): many QPs between
+# two processes, many process pairs at once on one device, a long stream of
+# messages through one QP, and the memory cost per QP and per MR (its output
+# is what docs/memory.md quotes). Each binary gets its own uroced (uroce_gtest).
+#
+# They link the verbs harness (tests/support/verbs_harness.{h,cc}); this file
+# may be included before tests/integration/verbs_ops/tests.cmake, so the
+# library is defined here too, under the same guard.
+if(NOT TARGET uroce_verbs_harness)
+  add_library(uroce_verbs_harness STATIC ${PROJECT_SOURCE_DIR}/tests/support/verbs_harness.cc)
+  target_include_directories(uroce_verbs_harness PUBLIC ${IBVERBS_INCLUDE_DIR} ${PROJECT_SOURCE_DIR}/tests)
+  target_link_libraries(uroce_verbs_harness PUBLIC ibverbs)
+endif()
+
+# name -> timeout (s). The bounds are generous: each test takes seconds.
+foreach(t many_qps:120 many_pairs:120 message_flood:180 memory_cost:60)
+  string(REPLACE ":" ";" parts ${t})
+  list(GET parts 0 name)
+  list(GET parts 1 timeout)
+  uroce_gtest(scale_${name}_test LABEL integration TIMEOUT ${timeout} VERBS
+              SOURCES ${CMAKE_CURRENT_LIST_DIR}/${name}_test.cc)
+  target_link_libraries(scale_${name}_test PRIVATE uroce_verbs_harness)
+endforeach()
