@@ -37,6 +37,7 @@ Cq::~Cq() {
 }
 
 int Cq::poll(int n, Cqe* out) {
+  if (!cq_peek_ready(ctx_->seg().base(), ring_)) return 0;  // the busy-poll case: no lock
   std::lock_guard<std::mutex> g(mu_);
   int got = cq_pop(ctx_->seg().base(), ring_, out, n);
   for (int i = 0; i < got; ++i) {

@@ -130,6 +130,15 @@ inline int cq_pop(uint8_t* seg_base, CqRing* r, Cqe* out, int n) {
   return got;
 }
 
+/// Lock-free hint for the owner: is a completion published at the head? A
+/// stale answer is harmless (the caller then polls under its lock, or tries
+/// again); it spares an empty poll the lock.
+inline bool cq_peek_ready(uint8_t* seg_base, CqRing* r) {
+  const uint64_t h = r->head.load(std::memory_order_relaxed);
+  Cqe* s = &cq_slots(seg_base, r)[h & ld_acq(r->mask)];
+  return std::atomic_ref<uint64_t>(s->seq).load(std::memory_order_acquire) == h + 1;
+}
+
 /// Number of completions claimed but not yet consumed (owner only).
 inline uint64_t cq_depth(const CqRing* r) {
   return (r->tail.load(std::memory_order_acquire) & kCqPosMask) - r->head.load(std::memory_order_relaxed);
