@@ -148,7 +148,7 @@ wait_gone() {
 check_rows() {
   awk '
     function isnum(s) { return s ~ /^[0-9]+(\.[0-9]+)?$/ }
-    function bad(why) { printf "BAD %s: %s\n", why, $0; nbad++ }
+    function bad(why) { printf "BAD %s: %s\n", why, $0 }
     {
       special = 0; allnum = 1
       for (i = 1; i <= NF; i++) {

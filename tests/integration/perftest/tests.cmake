@@ -72,6 +72,18 @@ uroce_perftest(atomic_bw 13 ib_atomic_bw -n 1000)
 uroce_perftest(atomic_lat_cas 14 ib_atomic_lat -n 1000 -A CMP_AND_SWAP)
 uroce_perftest(atomic_bw_cas 15 ib_atomic_bw -n 1000 -A CMP_AND_SWAP)
 
+# XRC (-c XRC: perftest accepts it for every tool): an XRC domain and XRC SRQ
+# per side; XRC initiator QPs send to XRC target QPs (bandwidth tools: the
+# client's initiators to the server's targets; latency tools: both ways).
+uroce_perftest(send_lat_xrc 58 ib_send_lat -n 1000 -c XRC)
+uroce_perftest(send_bw_xrc 59 ib_send_bw -n 1000 -c XRC)
+uroce_perftest(write_lat_xrc 60 ib_write_lat -n 1000 -c XRC)
+uroce_perftest(write_bw_xrc 61 ib_write_bw -n 1000 -c XRC)
+uroce_perftest(read_lat_xrc 62 ib_read_lat -n 1000 -c XRC)
+uroce_perftest(read_bw_xrc 63 ib_read_bw -n 1000 -c XRC)
+uroce_perftest(atomic_lat_xrc 64 ib_atomic_lat -n 1000 -c XRC)
+uroce_perftest(atomic_bw_xrc 65 ib_atomic_bw -n 1000 -c XRC)
+
 # -a: every size from 2 B to 8 MiB (atomics have a fixed size: no -a).
 # Whatever -n, perftest spends ~0.22 s per size and side sampling the CPU
 # clock for its report (get_cpu_mhz, twice per size in the latency tools), and

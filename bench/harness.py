@@ -1,0 +1,701 @@
+#!/usr/bin/env python3
+"""Runs every measurement of bench/run.sh and appends one TSV row per number.
+
+uroce is measured with the unmodified Debian perftest binaries on device
+uroce_lo; beside it run the peers a user would pick instead (UCX ucx_perftest
+over shared memory and tcp, libfabric fi_pingpong over shm and tcp, qperf over
+tcp, a raw UDP ping-pong) and the physical limits (bench/src/*.c). Each pass
+runs everything once; passes are repeated (-r) so that the repetitions of one
+measurement are minutes apart, and the report takes medians.
+
+Every process is started in its own session, pinned with taskset (server on
+--srv-cpu, client on --cli-cpu), bounded by a timeout, and its process group
+is killed when the run ends. All traffic is on 127.0.0.1 or shared memory.
+
+Usage: harness.py --out DIR --bin DIR [--uroce DIR] [-r N] [--quick] [--groups a,b] [--no-sweeps]
+Conventions of the rows: lat = one-way latency in us (round trip / 2) except
+ib_read_lat and UCT get latency, which time a whole read (a round trip by
+nature); bw = GB/s (1e9 B/s, payload); rate = million messages/s.
+"""
+import argparse
+import os
+import re
+import resource
+import shlex
+import signal
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+LAT_POINTS = [2, 64, 4096]
+BW_POINTS = [64, 4096, 65536, 1 << 20]
+RATE_SIZE = 2
+# Extra sizes some peers run only for the plots (uroce's perftest -a covers 2 B .. 8 MiB).
+LAT_SWEEP = [8, 512, 32768, 65536, 262144, 1 << 20]
+BW_SWEEP = [512, 32768, 262144, 4 << 20]
+
+COLUMNS = ["rep", "run", "group", "tool", "transport", "kind", "size", "value", "unit", "value_avg",
+           "sweep", "extra", "rc", "secs", "bg_busy_pct", "others_during_pct", "xcore_rtt_ns", "log", "command"]
+
+
+SLOW_XCORE_NS = 200  # cross-core cache-line round trip above this: the VM's slow mode
+
+
+def num(s):
+    try:
+        return float(s)
+    except (TypeError, ValueError):
+        return None
+
+
+def say(msg):
+    print(time.strftime("[%H:%M:%S] ") + msg, file=sys.stderr, flush=True)
+
+
+def size_label(n):
+    if n >= 1 << 20 and n % (1 << 20) == 0:
+        return f"{n >> 20}MiB"
+    if n >= 1024 and n % 1024 == 0:
+        return f"{n >> 10}KiB"
+    return f"{n}B"
+
+
+# ------------------------------------------------------------------ machine --
+def cpu_times():
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:9]]
+    return sum(v), v[3] + v[4]
+
+
+def busy_pct(secs):
+    t1, i1 = cpu_times()
+    time.sleep(secs)
+    t2, i2 = cpu_times()
+    tot = t2 - t1
+    return 0 if tot <= 0 else round(100 * (tot - (i2 - i1)) / tot)
+
+
+def ports_in_use():
+    used = set()
+    for name in ("tcp", "tcp6", "udp", "udp6"):
+        try:
+            with open(f"/proc/net/{name}") as f:
+                next(f)
+                for line in f:
+                    used.add(int(line.split()[1].rsplit(":", 1)[1], 16))
+        except OSError:
+            pass
+    return used
+
+
+def port_bound(port, proto):
+    """True once something listens on TCP `port` (or has UDP `port` bound)."""
+    names = ("tcp", "tcp6") if proto == "tcp" else ("udp", "udp6")
+    for name in names:
+        try:
+            with open(f"/proc/net/{name}") as f:
+                next(f)
+                for line in f:
+                    fields = line.split()
+                    if int(fields[1].rsplit(":", 1)[1], 16) != port:
+                        continue
+                    if proto == "udp" or fields[3] == "0A":  # 0A = LISTEN
+                        return True
+        except OSError:
+            pass
+    return False
+
+
+# ------------------------------------------------------------------ runner ---
+class Bench:
+    def __init__(self, a):
+        self.a = a
+        self.out = a.out
+        self.bin = a.bin
+        self.logs = os.path.join(a.out, "logs")
+        os.makedirs(self.logs, exist_ok=True)
+        self.tsv_path = os.path.join(a.out, "raw.tsv")
+        new = not os.path.exists(self.tsv_path)
+        self.tsv = open(self.tsv_path, "a")
+        if new:
+            self.tsv.write("\t".join(COLUMNS) + "\n")
+        self.run_no = 0
+        self.rep = 0
+        self.port = a.port_base
+        self.live = []  # Popen objects whose process group we must end
+        self.quiet_spent = 0.0
+        self.daemon = None
+        self.daemon_name = f"bench-{os.getpid()}"
+        self.lib = os.path.join(a.uroce, "lib")
+        self.uroce_env = {"LD_LIBRARY_PATH": self.lib, "UROCE_DAEMON_NAME": self.daemon_name}
+
+    # -- processes --
+    def spawn(self, argv, env_extra, log_path, cpu):
+        env = dict(os.environ)
+        # Peers must load Debian's libibverbs (if any), never ours.
+        env.pop("LD_LIBRARY_PATH", None)
+        env.update(env_extra or {})
+        log = open(log_path, "ab")
+        p = subprocess.Popen(["taskset", "-c", str(cpu)] + argv, stdout=log, stderr=subprocess.STDOUT,
+                             stdin=subprocess.DEVNULL, env=env, start_new_session=True, cwd=self.out)
+        log.close()
+        self.live.append(p)
+        return p
+
+    def end(self, p, grace):
+        """Waits up to `grace` s for p to exit, then ends its process group."""
+        deadline = time.monotonic() + grace
+        while p.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(p.pid, sig)  # the group p leads: only what we started
+            except ProcessLookupError:
+                break
+            t = time.monotonic() + 3
+            while p.poll() is None and time.monotonic() < t:
+                time.sleep(0.02)
+        if p.poll() is None:
+            p.wait(timeout=5)
+        # The group may outlive its leader (forked children): end it too.
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        if p in self.live:
+            self.live.remove(p)
+        return p.returncode
+
+    def cleanup(self):
+        for p in list(self.live):
+            self.end(p, 0)
+        self.stop_daemon()
+
+    def start_daemon(self):
+        """Our own uroced for the whole run (found by name by the library), ended at the end."""
+        uroced = os.path.join(self.a.uroce, "bin", "uroced")
+        env = {"UROCE_DAEMON_NAME": self.daemon_name, "UROCED_IDLE_MS": "120000"}
+        self.daemon = self.spawn([uroced], env, os.path.join(self.logs, "uroced.log"),
+                                 f"{self.a.srv_cpu},{self.a.cli_cpu}")
+        self.live.remove(self.daemon)
+        time.sleep(0.2)
+
+    def stop_daemon(self):
+        if self.daemon is not None:
+            self.live.append(self.daemon)
+            self.end(self.daemon, 0)
+            self.daemon = None
+
+    def next_port(self):
+        used = ports_in_use()
+        while True:
+            self.port += 3
+            if self.port > 60000:
+                self.port = self.a.port_base
+            if not {self.port, self.port + 1, self.port + 2} & used:
+                return self.port
+
+    def wait_quiet(self):
+        """Waits (bounded: --quiet-wait per run, --quiet-total in all) until other workloads leave
+        the machine below --quiet-max % busy and the cross-core probe is in the VM's fast mode.
+        Returns (busy %, probe ns) as last seen."""
+        bg, xc = busy_pct(0.25), self.xcore()
+        start = time.monotonic()
+
+        def bad():
+            return bg > self.a.quiet_max or (num(xc) or 0) > SLOW_XCORE_NS
+
+        while (bad() and time.monotonic() - start < self.a.quiet_wait
+               and self.quiet_spent + (time.monotonic() - start) < self.a.quiet_total):
+            bg, xc = busy_pct(0.5), self.xcore()
+        self.quiet_spent += time.monotonic() - start
+        if bad():
+            say(f"  machine {bg}% busy, cross-core round trip {xc} ns; measuring anyway")
+        return bg, xc
+
+    def xcore(self):
+        """Cross-core cache-line round trip right now (ns): this VM flips between ~50 and ~400 ns."""
+        try:
+            r = subprocess.run([os.path.join(self.bin, "cacheline_rtt"), str(self.a.srv_cpu),
+                                str(self.a.cli_cpu), "20000"], capture_output=True, text=True, timeout=5)
+            m = re.search(r"rtt_ns=([\d.]+)", r.stdout)
+            return m.group(1) if m else "-"
+        except (subprocess.TimeoutExpired, OSError):
+            return "-"
+
+    def run(self, group, name, client, server=None, env=None, port=None, proto="tcp",
+            timeout=None, srv_grace=5.0, extra_clients=()):
+        """One measurement: optional server on srv_cpu, then client(s) on cli_cpu.
+        Returns (rc, client log text, plus the server log when rc != 0)."""
+        self.run_no += 1
+        tag = re.sub(r"[^A-Za-z0-9._-]", "_", f"{self.run_no:04d}-{group}-{name}")
+        slog = os.path.join(self.logs, tag + ".srv.log")
+        clog = os.path.join(self.logs, tag + ".cli.log")
+        timeout = timeout or self.a.run_timeout
+        envs = " ".join(f"{k}={shlex.quote(v)}" for k, v in (env or {}).items())
+
+        def fmt(argv, cpu):  # as a shell command line: env, then taskset, then the tool
+            return (envs + " " if envs else "") + f"taskset -c {cpu} " + " ".join(shlex.quote(x) for x in argv)
+
+        cmd = f"{fmt(server, self.a.srv_cpu)} & " if server else ""
+        clients = [client] + list(extra_clients)
+        cmd += " ; ".join(fmt(c, self.a.cli_cpu) for c in clients)
+        cmd = cmd.replace(self.out + "/", "$OUT/")
+        bg, xc0 = self.wait_quiet()
+        # CPU time of the whole machine vs that of our own (reaped) children during the run:
+        # the difference is what other workloads took while we measured.
+        ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu0 = cpu_times()
+        t0 = time.monotonic()
+        srv = None
+        rc = 0
+        try:
+            if server:
+                srv = self.spawn(server, env, slog, self.a.srv_cpu)
+                if port:
+                    deadline = time.monotonic() + 10
+                    while not port_bound(port, proto) and time.monotonic() < deadline and srv.poll() is None:
+                        time.sleep(0.02)
+                else:
+                    time.sleep(0.3)
+            with open(clog, "w") as f:
+                f.write(f"# {cmd}\n")
+            for c in clients:
+                p = self.spawn(c, env, clog, self.a.cli_cpu)
+                try:
+                    p.wait(timeout=timeout)
+                except subprocess.TimeoutExpired:
+                    say(f"  {name}: client timed out after {timeout}s")
+                    rc = 124
+                crc = self.end(p, 0)
+                if rc == 0:
+                    rc = crc if crc is not None else 0
+        finally:
+            if srv is not None:
+                self.end(srv, srv_grace)
+        secs = time.monotonic() - t0
+        cpu1 = cpu_times()
+        ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        busy_s = ((cpu1[0] - cpu0[0]) - (cpu1[1] - cpu0[1])) / os.sysconf("SC_CLK_TCK")
+        ours_s = (ru1.ru_utime + ru1.ru_stime) - (ru0.ru_utime + ru0.ru_stime)
+        others = max(0, round(100 * (busy_s - ours_s) / (secs * (os.cpu_count() or 1))))
+        xc1 = self.xcore()
+        with open(clog, errors="replace") as f:
+            text = f.read()
+        if rc != 0 and os.path.exists(slog):
+            with open(slog, errors="replace") as f:
+                text += "\n# server log:\n" + f.read()
+        self.ctx = dict(rc=rc, secs=f"{secs:.1f}", bg=bg, others=others, xcore=f"{xc0}/{xc1}", log=os.path.basename(clog),
+                        cmd=cmd, group=group)
+        return rc, text
+
+    def record(self, tool, transport, kind, size, value, unit, value_avg="", sweep=0, extra=""):
+        c = self.ctx
+        if isinstance(value, float):
+            value = f"{value:.6g}"
+        if isinstance(value_avg, float):
+            value_avg = f"{value_avg:.6g}"
+        row = [self.rep, self.run_no, c["group"], tool, transport, kind, size,
+               value if value is not None else "FAIL", unit, value_avg, sweep, extra, c["rc"], c["secs"],
+               c["bg"], c["others"], c["xcore"], c["log"], c["cmd"]]
+        self.tsv.write("\t".join(str(x) for x in row) + "\n")
+        self.tsv.flush()
+
+    def fail(self, tool, transport, kind, size, unit, why, sweep=0):
+        self.record(tool, transport, kind, size, None, unit, sweep=sweep, extra=why)
+
+    def sweeps_now(self):
+        """Size sweeps (for the plots) run in the first --sweep-reps passes only: perftest -a
+        spends ~1 s per size on its own CPU-clock sampling, whatever the transport."""
+        return self.a.sweeps and self.rep <= self.a.sweep_reps
+
+    def it(self, n):
+        return max(1, n // 10) if self.a.quick else n
+
+
+# ------------------------------------------------------------------ parsers --
+def parse_kv_lines(text, prefix):
+    rows = []
+    for line in text.splitlines():
+        if line.startswith("RESULT " + prefix):
+            rows.append(dict(kv.split("=", 1) for kv in line.split()[2:] if "=" in kv))
+    return rows
+
+
+def parse_perftest_lat(text):
+    """-> [(size, typical_us, avg_us)] from the result table (t_typical may be absent with -D)."""
+    rows, cols = [], None
+    for line in text.splitlines():
+        f = line.split()
+        if f and f[0] == "#bytes":
+            cols = f
+            continue
+        if cols and f and f[0].isdigit() and len(f) >= 3:
+            d = dict(zip(cols, f))
+            typ = d.get("t_typical[usec]")
+            avg = d.get("t_avg[usec]")
+            rows.append((int(f[0]), float(typ) if typ else (float(avg) if avg else None),
+                         float(avg) if avg else None))
+    return rows
+
+
+def parse_perftest_bw(text):
+    """-> [(size, GB/s, Mmsg/s)]; GB/s computed from MsgRate x size (unit-free)."""
+    rows, cols = [], None
+    for line in text.splitlines():
+        f = line.split()
+        if f and f[0] == "#bytes":
+            cols = True
+            continue
+        if cols and len(f) >= 5 and f[0].isdigit():
+            size, mpps = int(f[0]), float(f[-1])
+            rows.append((size, mpps * size / 1e3, mpps))
+    return rows
+
+
+def parse_ucx_batch(text):
+    """-> {label: final-fields}; fields: iters, p50_us, avg_us, overall_us, bw_avg, bw_all (MiB/s), rate_avg, rate_all."""
+    out, label = {}, None
+    for line in text.splitlines():
+        m = re.match(r"^\+([A-Za-z0-9_.]+)[-+]", line)
+        if m:
+            label = m.group(1)
+            continue
+        if line.startswith("Final:") and label:
+            f = line.split()[1:]
+            if len(f) >= 8:
+                out[label] = [float(x) for x in f[:8]]
+    return out
+
+
+def parse_fi_pingpong(text):
+    """-> [(size, usec/xfer)] (fi_pingpong: usec/xfer = one-way, i.e. time / (2 x iterations))."""
+    rows, cols = [], None
+    mult = {"k": 1024, "m": 1 << 20, "g": 1 << 30}
+    for line in text.splitlines():
+        f = line.split()
+        if f and f[0] == "bytes":
+            cols = f
+            continue
+        if cols and f and f[0][0].isdigit() and len(f) == len(cols):
+            s = f[0]
+            size = int(s[:-1]) * mult[s[-1]] if s[-1] in mult else int(s)
+            rows.append((size, float(f[cols.index("usec/xfer")])))
+    return rows
+
+
+def parse_qperf(text, key):
+    """qperf prints 'latency = 31.2 us' / 'bw = 4.4 GB/sec': -> us or GB/s."""
+    scale = {"ns": 1e-3, "us": 1, "ms": 1e3, "sec": 1e6,
+             "bytes/sec": 1e-9, "KB/sec": 1e-6, "MB/sec": 1e-3, "GB/sec": 1, "TB/sec": 1e3}
+    v = None
+    for line in text.splitlines():
+        f = line.split()
+        if len(f) >= 4 and f[0] == key and f[1] == "=":
+            v = float(f[2].replace(",", "")) * scale.get(f[3], float("nan"))
+    return v
+
+
+# ------------------------------------------------------------------ groups ---
+def group_limits(b):
+    binp = lambda n: os.path.join(b.bin, n)
+    ms = "30" if b.a.quick else "100"
+    sizes = sorted(set(LAT_POINTS + BW_POINTS + LAT_SWEEP + BW_SWEEP + [16 << 20]))
+    bw_sizes = [s for s in sizes if s >= 64]
+    rc, text = b.run("limit", "memcpy", [binp("memcpy_bw"), str(b.a.cli_cpu), ms] + [str(s) for s in bw_sizes])
+    got = {int(r["size"]): r for r in parse_kv_lines(text, "memcpy")}
+    for s in bw_sizes:
+        r = got.get(s)
+        if r:
+            b.record("memcpy", "1 core", "bw", s, r["gbyte_s"], "GB/s", r["gbyte_s_avg"], sweep=int(s not in BW_POINTS))
+        else:
+            b.fail("memcpy", "1 core", "bw", s, "GB/s", f"rc={rc}")
+
+    rc, text = b.run("limit", "cacheline", [binp("cacheline_rtt"), str(b.a.srv_cpu), str(b.a.cli_cpu),
+                                            str(b.it(2000000))])
+    r = parse_kv_lines(text, "cacheline")
+    if r:
+        b.record("cacheline", f"cpu{b.a.srv_cpu}<->cpu{b.a.cli_cpu}", "lat", 64, float(r[0]["oneway_ns"]) / 1e3,
+                 "us", extra=f"rtt_ns={r[0]['rtt_ns']}")
+    else:
+        b.fail("cacheline", f"cpu{b.a.srv_cpu}<->cpu{b.a.cli_cpu}", "lat", 64, "us", f"rc={rc}")
+
+    shm_sizes = sorted(set(LAT_POINTS + LAT_SWEEP))
+    rc, text = b.run("limit", "shm_pingpong", [binp("shm_pingpong"), str(b.a.srv_cpu), str(b.a.cli_cpu), ms]
+                     + [str(s) for s in shm_sizes])
+    got = {int(r["size"]): r for r in parse_kv_lines(text, "shm_pingpong")}
+    for s in shm_sizes:
+        r = got.get(s)
+        if r:
+            b.record("shm_pingpong", "2 procs", "lat", s, float(r["oneway_ns"]) / 1e3, "us",
+                     sweep=int(s not in LAT_POINTS), extra=f"rtt_ns={r['rtt_ns']}")
+        else:
+            b.fail("shm_pingpong", "2 procs", "lat", s, "us", f"rc={rc}", sweep=int(s not in LAT_POINTS))
+
+    pvm_sizes = sorted(set(LAT_POINTS + BW_POINTS + LAT_SWEEP + BW_SWEEP))
+    rc, text = b.run("limit", "pvm_copy", [binp("pvm_copy"), str(b.a.cli_cpu), ms] + [str(s) for s in pvm_sizes])
+    got = {(r["op"], int(r["size"])): r for r in parse_kv_lines(text, "pvm")}
+    for op in ("writev", "readv"):
+        tool = f"process_vm_{op}"
+        for s in pvm_sizes:
+            r = got.get((op, s))
+            if not r:
+                b.fail(tool, "1 call", "lat", s, "us", f"rc={rc}")
+                continue
+            b.record(tool, "1 call", "lat", s, r["us"], "us", sweep=int(s not in LAT_POINTS))
+            b.record(tool, "1 call", "bw", s, r["gbyte_s"], "GB/s", sweep=int(s not in BW_POINTS))
+
+
+def group_uroce(b):
+    env = b.uroce_env
+    lat_n = b.it(30000)
+
+    def pair(tool, args, name):
+        port = b.next_port()
+        srv = [tool, "-d", "uroce_lo", "-x", "1", "-p", str(port)] + args
+        return b.run("uroce", name, srv + ["127.0.0.1"], server=srv, env=env, port=port, srv_grace=10)
+
+    for tool in ("ib_send_lat", "ib_write_lat", "ib_read_lat"):
+        for s in LAT_POINTS:
+            rc, text = pair(tool, ["-s", str(s), "-n", str(lat_n)], f"{tool}-{s}")
+            rows = [r for r in parse_perftest_lat(text) if r[0] == s]
+            if rc == 0 and rows:
+                b.record(tool, "uroce RC", "lat", s, rows[0][1], "us", rows[0][2])
+            else:
+                b.fail(tool, "uroce RC", "lat", s, "us", f"rc={rc}")
+    dur = "1"
+    for tool in ("ib_write_bw", "ib_read_bw", "ib_send_bw"):
+        for s in BW_POINTS:
+            rc, text = pair(tool, ["-s", str(s), "-D", dur], f"{tool}-{s}")
+            rows = [r for r in parse_perftest_bw(text) if r[0] == s]
+            if rc == 0 and rows:
+                b.record(tool, "uroce RC", "bw", s, f"{rows[0][1]:.4f}", "GB/s")
+                b.record(tool, "uroce RC", "rate", s, f"{rows[0][2]:.4f}", "Mmsg/s")
+            else:
+                b.fail(tool, "uroce RC", "bw", s, "GB/s", f"rc={rc}")
+    # Message rate: 2-byte SENDs posted in lists of 32 (one ibv_post_send per 32 WRs).
+    tx = ["-l", str(b.a.post_list), "-t", str(max(128, 4 * b.a.post_list))]
+    rc, text = pair("ib_send_bw", ["-s", str(RATE_SIZE)] + tx + ["-D", dur], "ib_send_bw-rate")
+    rows = [r for r in parse_perftest_bw(text) if r[0] == RATE_SIZE]
+    label = "uroce RC post list"
+    if rc == 0 and rows:
+        b.record("ib_send_bw", label, "rate", RATE_SIZE, f"{rows[0][2]:.4f}", "Mmsg/s", extra=" ".join(tx))
+    else:
+        b.fail("ib_send_bw", label, "rate", RATE_SIZE, "Mmsg/s", f"rc={rc}")
+    if not b.sweeps_now():
+        return
+    for tool in ("ib_send_lat", "ib_write_lat", "ib_read_lat"):
+        rc, text = pair(tool, ["-a", "-n", str(b.it(200))], f"{tool}-sweep")
+        rows = parse_perftest_lat(text)
+        for s, typ, avg in rows:
+            b.record(tool, "uroce RC", "lat", s, typ, "us", avg, sweep=1)
+        if not rows:
+            b.fail(tool, "uroce RC", "lat", 0, "us", f"sweep rc={rc}", sweep=1)
+    for tool in ("ib_write_bw", "ib_read_bw", "ib_send_bw"):
+        rc, text = pair(tool, ["-a", "-n", str(b.it(1000))], f"{tool}-sweep")
+        rows = parse_perftest_bw(text)
+        for s, gbs, mpps in rows:
+            b.record(tool, "uroce RC", "bw", s, f"{gbs:.4f}", "GB/s", sweep=1)
+        if not rows:
+            b.fail(tool, "uroce RC", "bw", 0, "GB/s", f"sweep rc={rc}", sweep=1)
+
+
+def ucx_iters(kind, size, fast, quick, floor_us=0.0):
+    """Iterations for ~0.2-0.3 s: per-message time guessed from the transport (shm or tcp);
+    floor_us: per-operation cost (cma: one process_vm_* syscall per operation)."""
+    if kind == "lat":
+        per_us = 2 * ((0.15 + size / 5000) if fast else (6 + size / 1000))
+        n = int(200000 / per_us)
+        lo, hi = 1000, 1000000
+    else:
+        per_us = max(size / 8000, 0.05, floor_us) if fast else max(size / 2500, 0.5)
+        n = int(300000 / per_us)
+        lo, hi = 200, 4000000
+    n = max(lo, min(hi, n))
+    return max(lo // 10, n // 10) if quick else n
+
+
+def run_ucx_batch(b, name, lines, env):
+    """lines: [(label, tool, transport, kind, size, sweep, args)]: one ucx_perftest server/client
+    pair runs them all (-b batch file on both sides)."""
+    path = os.path.join(b.logs, f"ucx-{name}-{b.rep}.batch")
+    with open(path, "w") as f:
+        for line in lines:
+            f.write(f"{line[0]} {line[6]}\n")
+    port = b.next_port()
+    base = ["ucx_perftest", "-p", str(port), "-b", path]
+    rc, text = b.run("ucx", name, base[:1] + ["127.0.0.1"] + base[1:], server=base, env=env, port=port,
+                     timeout=b.a.run_timeout * 2, srv_grace=10)
+    res = parse_ucx_batch(text)
+    for label, tool, transport, kind, size, sweep, _ in lines:
+        f = res.get(label)
+        if f is None:
+            b.fail(tool, transport, "lat" if kind == "lat" else "bw", size, "us" if kind == "lat" else "GB/s",
+                   f"rc={rc}", sweep=sweep)
+        elif kind == "lat":
+            b.record(tool, transport, "lat", size, f[1], "us", f[2], sweep=sweep)
+        else:
+            b.record(tool, transport, "bw", size, f"{f[5] * 1048576 / 1e9:.4f}", "GB/s", sweep=sweep)
+            b.record(tool, transport, "rate", size, f"{f[7] / 1e6:.4f}", "Mmsg/s", sweep=sweep)
+
+
+def group_ucx(b):
+    q = b.a.quick
+    ucx_env = {"UCX_NET_DEVICES": "lo", "UCX_WARN_UNUSED_ENV_VARS": "n"}
+    pts = lambda sizes: [(s, 0) for s in sizes]
+    lat_all = pts(LAT_POINTS) + ([(s, 1) for s in LAT_SWEEP] if b.sweeps_now() else [])
+    bw_all = pts([RATE_SIZE] + BW_POINTS) + ([(s, 1) for s in BW_SWEEP] if b.sweeps_now() else [])
+
+    def lines_for(transport, fast, spec):
+        out = []
+        for test, kind, sizes, extra in spec:
+            for s, sw in sizes:
+                n = ucx_iters("lat" if kind == "lat" else "bw", s, fast, q, 1.5 if "cma" in extra else 0.0)
+                if "-O 1" in extra:  # one outstanding get: a whole round trip per iteration
+                    n //= 4
+                tool = test + (" -O 1" if "-O 1" in extra else "")
+                out.append((f"{test}_{s}{'_O1' if '-O 1' in extra else ''}", tool, transport, kind, s, sw,
+                            f"-t {test} -s {s} -n {n} {extra}".strip()))
+        return out
+
+    # UCP over shared memory, as an MPI/OpenSHMEM user gets it: posix or sysv mappings + cma.
+    spec = [("tag_lat", "lat", lat_all, ""), ("ucp_am_lat", "lat", pts(LAT_POINTS), ""),
+            ("ucp_put_lat", "lat", pts(LAT_POINTS), ""), ("tag_bw", "bw", bw_all, ""),
+            ("ucp_put_bw", "bw", pts(BW_POINTS), ""), ("ucp_get", "bw", pts(BW_POINTS), "")]
+    run_ucx_batch(b, "posix+cma", lines_for("ucp posix,cma", True, spec), dict(ucx_env, UCX_TLS="posix,cma"))
+    spec = [("tag_lat", "lat", pts(LAT_POINTS), ""), ("ucp_am_lat", "lat", pts([2]), ""),
+            ("tag_bw", "bw", pts([RATE_SIZE, 65536, 1 << 20]), "")]
+    run_ucx_batch(b, "sysv+cma", lines_for("ucp sysv,cma", True, spec), dict(ucx_env, UCX_TLS="sysv,cma"))
+    # UCP over tcp on lo.
+    spec = [("tag_lat", "lat", lat_all, ""), ("tag_bw", "bw", bw_all, ""), ("ucp_put_bw", "bw", pts(BW_POINTS), "")]
+    run_ucx_batch(b, "tcp", lines_for("ucp tcp", False, spec), dict(ucx_env, UCX_TLS="tcp"))
+    # UCT, the transport layer (closest to verbs): AM over posix shm, put/get zero-copy over cma.
+    # UCT short AMs carry an 8-byte header inside the message, so 8 B is their smallest size.
+    bwz = pts(BW_POINTS) + ([(s, 1) for s in BW_SWEEP] if b.sweeps_now() else [])
+    lines = lines_for("uct posix", True, [("am_lat", "lat", pts([8, 64]), "-x posix -d memory"),
+                                          ("am_bw", "rate", pts([8]), "-x posix -d memory")])
+    lines += lines_for("uct cma zcopy", True, [("put_bw", "bw", bwz, "-x cma -d memory -D zcopy"),
+                                               ("get", "bw", bwz, "-x cma -d memory -D zcopy"),
+                                               ("get", "lat", pts(LAT_POINTS), "-x cma -d memory -D zcopy -O 1")])
+    run_ucx_batch(b, "uct", lines, ucx_env)
+
+
+def group_fabric(b):
+    # libfabric picks eth0 for its tcp endpoints unless told: keep everything on lo.
+    env = {"FI_TCP_IFACE": "lo"}
+    sizes = LAT_POINTS + ([65536, 1 << 20] if b.sweeps_now() else [])
+    for prov, ep, extra, fast in (("shm", "rdm", [], True), ("tcp", "msg", ["-d", "lo"], False)):
+        for s in sizes:
+            per_us = 2 * ((0.3 + s / 3000) if fast else (6 + s / 700))
+            n = b.it(max(200, min(200000, int(300000 / per_us))))
+            port = b.next_port()
+            common = ["fi_pingpong", "-p", prov, "-e", ep, "-I", str(n), "-S", str(s)] + extra
+            rc, text = b.run("fabric", f"fi_pingpong-{prov}-{s}", common + ["-P", str(port), "127.0.0.1"],
+                             server=common + ["-B", str(port)], env=env, port=port, srv_grace=10)
+            rows = [r for r in parse_fi_pingpong(text) if r[0] == s]
+            sw = int(s not in LAT_POINTS)
+            if rc == 0 and rows:
+                b.record("fi_pingpong", f"libfabric {prov}", "lat", s, rows[0][1], "us", rows[0][1], sweep=sw)
+            else:
+                b.fail("fi_pingpong", f"libfabric {prov}", "lat", s, "us", f"rc={rc}", sweep=sw)
+
+
+def group_qperf(b):
+    port = b.next_port()
+    t = "1"
+    tests = [("tcp_lat", s, "latency", "lat") for s in LAT_POINTS] + \
+            [("tcp_bw", s, "bw", "bw") for s in (65536, 1 << 20)]
+    clients = [["qperf", "127.0.0.1", "-lp", str(port), "-ip", str(port + 1), "-t", t, "-m", str(s), test]
+               for test, s, _, _ in tests]
+    # The qperf server never exits by itself: one server for all five clients, then ended.
+    rc, text = b.run("qperf", "qperf", clients[0], server=["qperf", "-lp", str(port)], port=port,
+                     srv_grace=0.5, extra_clients=clients[1:])
+    # Outputs come in order; split per client on the test name lines qperf prints.
+    blocks = re.split(r"(?m)^(tcp_lat|tcp_bw):\s*$", text)
+    found = []
+    for i in range(1, len(blocks) - 1, 2):
+        found.append((blocks[i], blocks[i + 1]))
+    for idx, (test, s, key, kind) in enumerate(tests):
+        v = parse_qperf(found[idx][1], key) if idx < len(found) and found[idx][0] == test else None
+        if v is None:
+            b.fail(test, "qperf tcp", kind, s, "us" if kind == "lat" else "GB/s", f"rc={rc}")
+        else:
+            b.record(test, "qperf tcp", kind, s, f"{v:.4f}", "us" if kind == "lat" else "GB/s")
+
+
+def group_udp(b):
+    port = b.next_port()
+    sizes = LAT_POINTS + ([512, 32768, 65507] if b.sweeps_now() else [])
+    ms = "30" if b.a.quick else "150"
+    u = os.path.join(b.bin, "udp_pingpong")
+    rc, text = b.run("udp", "udp_pingpong", [u, "client", str(port), ms] + [str(s) for s in sizes],
+                     server=[u, "server", str(port), str(b.a.run_timeout)], port=port, proto="udp")
+    got = {int(r["size"]): r for r in parse_kv_lines(text, "udp_pingpong")}
+    for s in sizes:
+        r = got.get(s)
+        sw = int(s not in LAT_POINTS)
+        if r:
+            b.record("udp_pingpong", "udp busy-poll", "lat", s, r["oneway_us"], "us", sweep=sw,
+                     extra=f"lost={r['lost']}")
+        else:
+            b.fail("udp_pingpong", "udp busy-poll", "lat", s, "us", f"rc={rc}", sweep=sw)
+
+
+GROUPS = {"limits": group_limits, "uroce": group_uroce, "ucx": group_ucx, "fabric": group_fabric,
+          "qperf": group_qperf, "udp": group_udp}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--bin", required=True, help="directory of the compiled bench/src programs")
+    ap.add_argument("--uroce", default=os.path.join(ROOT, "build"),
+                    help="directory with lib/libibverbs.so.1 and bin/uroced (default: build/)")
+    ap.add_argument("-r", "--reps", type=int, default=3)
+    ap.add_argument("--quick", action="store_true", help="1/10 of the iterations (smoke test)")
+    ap.add_argument("--groups", default=",".join(GROUPS))
+    ap.add_argument("--no-sweeps", dest="sweeps", action="store_false")
+    ap.add_argument("--sweep-reps", type=int, default=1, help="passes that also run the size sweeps (1)")
+    ap.add_argument("--srv-cpu", type=int, default=int(os.environ.get("SRV_CPU", 0)))
+    ap.add_argument("--cli-cpu", type=int, default=int(os.environ.get("CLI_CPU", 1)))
+    ap.add_argument("--post-list", type=int, default=32)
+    ap.add_argument("--run-timeout", type=int, default=int(os.environ.get("RUN_TMO", 60)))
+    ap.add_argument("--quiet-max", type=int, default=int(os.environ.get("QUIET_MAX", 20)))
+    ap.add_argument("--quiet-wait", type=float, default=float(os.environ.get("QUIET_WAIT", 20)))
+    ap.add_argument("--quiet-total", type=float, default=float(os.environ.get("QUIET_TOTAL", 240)))
+    ap.add_argument("--port-base", type=int, default=int(os.environ.get("PORT_BASE", 47100)))
+    a = ap.parse_args()
+    if a.quick and "QUIET_TOTAL" not in os.environ:
+        a.quiet_total = 60  # a smoke run should not spend minutes waiting for a quiet machine
+    groups = [g for g in a.groups.split(",") if g]
+    for g in groups:
+        if g not in GROUPS:
+            ap.error(f"unknown group {g} (known: {', '.join(GROUPS)})")
+    b = Bench(a)
+
+    def on_signal(signum, _frame):
+        say(f"signal {signum}: cleaning up")
+        b.cleanup()
+        sys.exit(128 + signum)
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    try:
+        if "uroce" in groups:
+            b.start_daemon()
+        for rep in range(1, a.reps + 1):
+            b.rep = rep
+            say(f"=== pass {rep}/{a.reps}")
+            for g in groups:
+                t0 = time.monotonic()
+                GROUPS[g](b)
+                say(f"  {g}: {time.monotonic() - t0:.0f} s")
+    finally:
+        b.cleanup()
+    say(f"waited {b.quiet_spent:.0f} s in total for other workloads to quiet down")
+
+
+if __name__ == "__main__":
+    main()
