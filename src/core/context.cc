@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include "core/notify.h"
+#include "core/service.h"
 
 namespace uroce::core {
 
@@ -16,6 +17,17 @@ Result<std::unique_ptr<Context>> Context::open(const DeviceInfo& dev) {
   auto seg = Segment::create();
   if (!seg.is_ok()) return Status(seg.err());
   c->seg_ = std::move(seg.value());
+  // The lifetime lock (SegHeader::owner_lock): robust and process-shared, so
+  // the kernel marks it owner-died the moment this process dies.
+  auto* lock = reinterpret_cast<pthread_mutex_t*>(c->seg_->header()->owner_lock);
+  pthread_mutexattr_t ma;
+  pthread_mutexattr_init(&ma);
+  pthread_mutexattr_setpshared(&ma, PTHREAD_PROCESS_SHARED);
+  pthread_mutexattr_setrobust(&ma, PTHREAD_MUTEX_ROBUST);
+  pthread_mutex_init(lock, &ma);
+  pthread_mutexattr_destroy(&ma);
+  if (!Service::get().hold_lifetime_lock(lock)) return Status(ETIMEDOUT);
+  c->lock_held_ = true;
   auto id = c->ctl_->register_ctx(c->seg_->memfd());
   if (!id.is_ok()) return Status(id.err());
   c->ctx_id_ = id.value();
@@ -30,6 +42,10 @@ Result<std::unique_ptr<Context>> Context::open(const DeviceInfo& dev) {
 
 Context::~Context() {
   if (ctx_id_) ctl_->unregister_ctx(ctx_id_);
+  // Unlock before the segment goes: the lock sits on the service thread's
+  // robust list, which must not point into unmapped memory.
+  if (lock_held_)
+    Service::get().release_lifetime_lock(reinterpret_cast<pthread_mutex_t*>(seg_->header()->owner_lock));
   if (async_fd_ >= 0) close(async_fd_);
 }
 

@@ -60,6 +60,7 @@ class Context {
   int async_fd_ = -1;
   uint32_t async_id_ = 0;
   std::atomic<bool> fatal_{false};
+  bool lock_held_ = false;
   std::atomic<uint32_t> next_pd_id_{1};
   std::mutex mr_mu_;
   std::vector<uint32_t> free_slots_;

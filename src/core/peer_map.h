@@ -21,8 +21,7 @@ struct PeerQp {
   uint32_t qpn = 0;
   /// Still the QP we resolved, and its owner alive?
   bool valid() const {
-    return seg && seg->header()->alive.load(std::memory_order_acquire) &&  // pairs with uroced's store
-           qp->magic == kQpMagic && qp->qpn == qpn;
+    return seg && seg_owner_alive(seg->header()) && qp->magic == kQpMagic && qp->qpn == qpn;
   }
 };
 
@@ -32,8 +31,8 @@ struct PeerSrq {
   RqRing* rq = nullptr;
   uint32_t srqn = 0;
   bool valid() const {
-    return seg && seg->header()->alive.load(std::memory_order_acquire) &&
-           rq->magic.load(std::memory_order_acquire) == kRqMagic && rq->srq_num == srqn;
+    return seg && seg_owner_alive(seg->header()) && rq->magic.load(std::memory_order_acquire) == kRqMagic &&
+           rq->srq_num == srqn;
   }
 };
 

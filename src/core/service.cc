@@ -8,7 +8,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <mutex>
+#include <new>
 #include <thread>
 #include <vector>
 
@@ -26,6 +29,14 @@ struct State {
   int daemon_fd = -1;
   std::function<void()> on_death;
   bool started = false;
+  // Lifetime-lock requests for the service thread: (mutex, lock?) -> done.
+  struct LockReq {
+    pthread_mutex_t* m;
+    bool lock;
+    bool done = false;
+  };
+  std::vector<LockReq*> lock_reqs;
+  std::condition_variable lock_cv;
 };
 
 State& st() {
@@ -43,6 +54,8 @@ State& st() {
       c.daemon_fd = -1;
       c.on_death = nullptr;
       c.started = false;
+      c.lock_reqs.clear();
+      new (&c.lock_cv) std::condition_variable();
     });
     return n;
   }();
@@ -99,6 +112,29 @@ void Service::watch_daemon(int fd, std::function<void()> on_death) {
   start_locked();
 }
 
+namespace {
+bool lifetime_lock_request(Service* svc, pthread_mutex_t* m, bool lock) {
+  State& s = st();
+  State::LockReq req{m, lock};
+  std::unique_lock<std::mutex> g(s.mu);
+  s.lock_reqs.push_back(&req);
+  svc->poke_thread_locked();
+  bool ok = s.lock_cv.wait_for(g, std::chrono::seconds(5), [&] { return req.done; });
+  if (!ok) std::erase(s.lock_reqs, &req);
+  return ok;
+}
+}  // namespace
+
+void Service::poke_thread_locked() {
+  start_locked();
+  uint64_t one = 1;
+  ssize_t w = write(st().wake_fd, &one, sizeof(one));
+  (void)w;
+}
+
+bool Service::hold_lifetime_lock(pthread_mutex_t* m) { return lifetime_lock_request(this, m, true); }
+bool Service::release_lifetime_lock(pthread_mutex_t* m) { return lifetime_lock_request(this, m, false); }
+
 void Service::poke() {
   State& s = st();
   if (s.n_deferred.load(std::memory_order_relaxed) == 0) return;
@@ -137,6 +173,21 @@ void Service::loop() {
       uint64_t v;
       ssize_t n = read(s.wake_fd, &v, sizeof(v));
       (void)n;
+    }
+    {
+      // Lifetime locks are taken and released by this thread only, which never exits.
+      std::lock_guard<std::mutex> g(s.mu);
+      for (State::LockReq* q : s.lock_reqs) {
+        if (q->lock)
+          pthread_mutex_lock(q->m);
+        else
+          pthread_mutex_unlock(q->m);
+        q->done = true;
+      }
+      if (!s.lock_reqs.empty()) {
+        s.lock_reqs.clear();
+        s.lock_cv.notify_all();
+      }
     }
     if (r > 0 && dfd >= 0 && (p[1].revents & (POLLHUP | POLLRDHUP | POLLERR))) {
       std::function<void()> cb;

@@ -4,6 +4,8 @@
 // IBV_EVENT_DEVICE_FATAL instead of a hang.
 #pragma once
 
+#include <pthread.h>
+
 #include <functional>
 
 namespace uroce::core {
@@ -21,9 +23,20 @@ class Service {
   void watch_daemon(int fd, std::function<void()> on_death);
   /// Retries deferred sends now (cheap when none are deferred).
   void poke();
+  /// Has the service thread (which lives as long as the process) lock, or
+  /// unlock, a robust process-shared mutex: a context's lifetime lock (see
+  /// SegHeader::owner_lock). Waits (bounded) until done; false on timeout.
+  bool hold_lifetime_lock(pthread_mutex_t* m);
+  bool release_lifetime_lock(pthread_mutex_t* m);
 
  private:
   Service() = default;
+
+ public:
+  /// Internal: starts the thread if needed and wakes it (caller holds the state lock).
+  void poke_thread_locked();
+
+ private:
   void start_locked();
   void loop();
 };

@@ -3,6 +3,8 @@
 // pointers, every cross-process atomic names the operation it pairs with.
 #pragma once
 
+#include <pthread.h>
+
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -30,7 +32,24 @@ struct alignas(kCacheLine) SegHeader {
   uint32_t mr_capacity;
   uint64_t mr_table_off;
   uint64_t arena_off;
+  /// A process-shared robust pthread mutex held by the owner's service thread
+  /// for the owner's lifetime. When the owner dies the kernel marks its futex
+  /// word FUTEX_OWNER_DIED during exit, before the process is even a zombie
+  /// and before uroced can notice, so peers see the death with one load.
+  alignas(8) uint8_t owner_lock[40];
 };
+static_assert(sizeof(pthread_mutex_t) <= 40);
+
+/// True while the segment's owner lives (uroced has not declared it dead and
+/// the kernel has not marked its lifetime lock owner-died). One or two loads.
+inline bool seg_owner_alive(const SegHeader* h) {
+  constexpr uint32_t kFutexOwnerDied = 0x40000000;  // linux/futex.h
+  // glibc's pthread_mutex_t starts with the futex word (__data.__lock).
+  const uint32_t word =
+      std::atomic_ref<uint32_t>(*reinterpret_cast<uint32_t*>(const_cast<uint8_t*>(h->owner_lock)))
+          .load(std::memory_order_acquire);
+  return h->alive.load(std::memory_order_acquire) && !(word & kFutexOwnerDied);  // pairs with uroced's store
+}
 
 /// One memory region, indexed by key_slot(key). Written by the owner only,
 /// under a seqlock; peers validate keys against it without the owner's help.
