@@ -26,7 +26,9 @@
 #   --no-sweeps   skip the size sweeps (plots then show only the table's sizes)
 # Environment: SRV_CPU=0 CLI_CPU=1 (pinning), RUN_TMO=60 (s per run),
 #   QUIET_MAX=20 QUIET_WAIT=20 QUIET_TOTAL=240 (before each run wait up to QUIET_WAIT s
-#   for the machine to be below QUIET_MAX % busy, at most QUIET_TOTAL s in all),
+#   for the machine to be below QUIET_MAX % busy and for the VM's fast cross-core
+#   mode, at most QUIET_TOTAL s in all; each run records what other workloads
+#   took during it, and the report prefers undisturbed runs),
 #   BENCH_BUDGET=3600 (s, hard bound on the whole measurement), PORT_BASE=47100.
 set -euo pipefail
 cd "$(dirname "$0")/.."
