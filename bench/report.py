@@ -290,8 +290,17 @@ def targets(d):
     v, t = best("tag_bw", UCX_SHM, "rate", 2, max)
     out.append(("ib_send_bw 2 B rate with post lists ≥ UCX shm tag_bw rate", r, v.med, "ge",
                 f"tag_bw 2 B, {t} (the faster of posix/sysv)", [v]))
-    return [(text, u.med, thr, how, basis, u.fallback or any(x.fallback for x in inputs))
-            for text, u, thr, how, basis, inputs in out]
+    res = []
+    for text, u, thr, how, basis, inputs in out:
+        # A measurement whose runs differ by more than 1.5x (this VM's two cross-core modes can
+        # flip inside a run, unseen by the probes around it) says so next to its number.
+        spread = [f"runs {fmt(x.lo)}–{fmt(x.hi)}" for x in inputs if x.lo and x.hi / x.lo > 1.5]
+        if spread:
+            basis += " (" + "; ".join(spread) + ")"
+        if u.lo and u.hi / u.lo > 1.5:
+            basis += f" (uroce runs {fmt(u.lo)}–{fmt(u.hi)})"
+        res.append((text, u.med, thr, how, basis, u.fallback or any(x.fallback for x in inputs)))
+    return res
 
 
 def target_rows(d):
@@ -540,7 +549,13 @@ def write_results(d, args, tgt, table_md, plot_rel):
             version = [line.strip() for line in f if line.strip()]
     except OSError:
         pass
-    when = datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
+    # Measured from the snapshot of uroce (run start) to the last row of raw.tsv.
+    t0 = os.path.getmtime(os.path.join(args.out, "uroce", "VERSION")) \
+        if os.path.exists(os.path.join(args.out, "uroce", "VERSION")) else None
+    t1 = os.path.getmtime(os.path.join(args.out, "raw.tsv"))
+    stamp = lambda t, f: datetime.datetime.fromtimestamp(t).astimezone().strftime(f)
+    when = (f"{stamp(t0, '%Y-%m-%d %H:%M')}–{stamp(t1, '%H:%M %Z')}" if t0 else stamp(t1, "%Y-%m-%d %H:%M %Z"))
+    when += f" (run directory bench/out/{os.path.basename(os.path.abspath(args.out))}, not committed)"
     L = []
     L.append("# uroce benchmark results")
     L.append("")
@@ -548,7 +563,7 @@ def write_results(d, args, tgt, table_md, plot_rel):
              " which is kept across runs). Re-run: `bench/run.sh` (about 10 min with the default 3 passes),"
              " `bench/run.sh --quick` for a smoke run.")
     L.append("")
-    L.append(f"- **Date:** {when}")
+    L.append(f"- **Measured:** {when}")
     L.append(f"- **Command:** `{args.command}`; {reps} pass(es); wall time {args.elapsed / 60:.1f} min")
     head = next((v[len("commit: "):] for v in version if v.startswith("commit: ")), "?")
     dirty = [v for v in version if v.startswith("uncommitted: ")]
