@@ -113,7 +113,6 @@ class Qp {
     SendWqe w;
     std::vector<Sge> sge;
     std::vector<uint8_t> data;  // inline payload copy
-    uint32_t retire;
     uint64_t next_try_ns = 0;
     uint32_t retries = 0;      // retry_cnt budget used
     uint32_t rnr_retries = 0;  // rnr_retry budget used
@@ -130,8 +129,8 @@ class Qp {
 
   Qp() = default;
   Exec execute(const SendWqe& w, ExecOut* out);
-  void complete_send(const SendWqe& w, WcStatus st, uint32_t byte_len, uint32_t retire);
-  void defer(const SendWqe& w, uint32_t retire, Exec why, const ExecOut& o);
+  void complete_send(const SendWqe& w, WcStatus st, uint32_t byte_len);
+  void defer(const SendWqe& w, Exec why, const ExecOut& o);
   void flush_sq_st();
   bool progress_st();
   void flush_rq();

@@ -133,11 +133,11 @@ Status Qp::post_send(const SendWqe& w) {
   if (sq_outstanding_.load(std::memory_order_relaxed) >= cap_.max_send_wr) return Status(ENOMEM);
   sq_outstanding_.fetch_add(1, std::memory_order_relaxed);
   if (st == QpState::kErr || st == QpState::kSqe) {
-    complete_send(w, WcStatus::kWrFlushErr, 0, 0);
+    complete_send(w, WcStatus::kWrFlushErr, 0);
     return Status::ok();
   }
   if (!deferred_.empty() || st == QpState::kSqd) {
-    defer(w, 0, Exec::kNoResponse, ExecOut{});
+    defer(w, Exec::kNoResponse, ExecOut{});
     deferred_.back().next_try_ns = 0;  // queued, not yet tried
     deferred_.back().retries = 0;
     return Status::ok();
@@ -145,23 +145,22 @@ Status Qp::post_send(const SendWqe& w) {
   ExecOut out;
   Exec r = execute(w, &out);
   if (r == Exec::kDone) {
-    complete_send(w, out.status, out.byte_len, 0);
+    complete_send(w, out.status, out.byte_len);
     if (out.status != WcStatus::kSuccess) enter_error_st();
     return Status::ok();
   }
   if (r == Exec::kRnr && attr_.rnr_retry == 0) {
-    complete_send(w, WcStatus::kRnrRetryExcErr, 0, 0);
+    complete_send(w, WcStatus::kRnrRetryExcErr, 0);
     enter_error_st();
     return Status::ok();
   }
-  defer(w, 0, r, out);
+  defer(w, r, out);
   return Status::ok();
 }
 
-void Qp::defer(const SendWqe& w, uint32_t retire, Exec why, const ExecOut& o) {
+void Qp::defer(const SendWqe& w, Exec why, const ExecOut& o) {
   Deferred d;
   d.w = w;
-  d.retire = retire;
   if (w.flags & send_flags::kInline) {
     for (uint32_t i = 0; i < w.num_sge; ++i) {
       const uint8_t* p = reinterpret_cast<const uint8_t*>(w.sge[i].addr);
@@ -220,7 +219,7 @@ bool Qp::progress_st() {
     }
     // IBA 9.7.6.1.3: the local ACK timer expired retry_cnt times: give up.
     if (timed && !d.rnr && d.next_try_ns != 0 && attr_.timeout != 0 && d.retries >= attr_.retry_cnt) {
-      complete_send(d.w, WcStatus::kRetryExcErr, 0, d.retire);
+      complete_send(d.w, WcStatus::kRetryExcErr, 0);
       deferred_.pop_front();
       enter_error_st();
       return false;
@@ -228,7 +227,7 @@ bool Qp::progress_st() {
     ExecOut out;
     Exec r = execute(d.w, &out);
     if (r == Exec::kDone) {
-      complete_send(d.w, out.status, out.byte_len, d.retire);
+      complete_send(d.w, out.status, out.byte_len);
       deferred_.pop_front();
       if (out.status != WcStatus::kSuccess) {
         enter_error_st();
@@ -242,7 +241,7 @@ bool Qp::progress_st() {
       // IBA 9.7.5.2.8: after rnr_retry retries the WQE fails; 7 means retry forever.
       if (d.rnr) d.rnr_retries++;
       if (attr_.rnr_retry != 7 && d.rnr_retries >= attr_.rnr_retry) {
-        complete_send(d.w, WcStatus::kRnrRetryExcErr, 0, d.retire);
+        complete_send(d.w, WcStatus::kRnrRetryExcErr, 0);
         deferred_.pop_front();
         enter_error_st();
         return false;
@@ -262,7 +261,7 @@ bool Qp::progress_st() {
   return false;
 }
 
-void Qp::complete_send(const SendWqe& w, WcStatus st, uint32_t byte_len, uint32_t /*retire*/) {
+void Qp::complete_send(const SendWqe& w, WcStatus st, uint32_t byte_len) {
   const bool signaled = sq_sig_all_ || (w.flags & send_flags::kSignaled) || st != WcStatus::kSuccess;
   if (!signaled) {
     unsignaled_++;
@@ -283,7 +282,7 @@ void Qp::complete_send(const SendWqe& w, WcStatus st, uint32_t byte_len, uint32_
 
 void Qp::flush_sq_st() {
   while (!deferred_.empty()) {
-    complete_send(deferred_.front().w, WcStatus::kWrFlushErr, 0, deferred_.front().retire);
+    complete_send(deferred_.front().w, WcStatus::kWrFlushErr, 0);
     deferred_.pop_front();
   }
 }

@@ -376,7 +376,6 @@ UROCE_EXPORT int ibv_get_pkey_index(ibv_context* context, uint8_t port_num, __be
 }
 
 UROCE_EXPORT int ibv_get_async_event(ibv_context* context, ibv_async_event* event) {
-  UContext* c = uctx(context);
   core::NotifyMsg m;
   for (;;) {
     ssize_t n = recv(context->async_fd, &m, sizeof(m), 0);
@@ -410,7 +409,6 @@ UROCE_EXPORT int ibv_get_async_event(ibv_context* context, ibv_async_event* even
       event->element.qp = reinterpret_cast<ibv_qp*>(m.handle);
       break;
   }
-  (void)c;
   return 0;
 }
 

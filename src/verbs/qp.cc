@@ -259,7 +259,6 @@ int post_send_one(UQp* q, const ibv_send_wr* wr) {
   if (wr->num_sge < 0) return EINVAL;
   w.num_sge = uint32_t(wr->num_sge);
   w.sge = reinterpret_cast<const core::Sge*>(wr->sg_list);
-  core::AddressVector av;
   switch (wr->opcode) {
     case IBV_WR_ATOMIC_CMP_AND_SWP:
     case IBV_WR_ATOMIC_FETCH_AND_ADD:
@@ -280,7 +279,6 @@ int post_send_one(UQp* q, const ibv_send_wr* wr) {
       }
   }
   if (q->ex.qp_base.qp_type == IBV_QPT_XRC_SEND) w.xrc_srqn = wr->qp_type.xrc.remote_srqn;
-  (void)av;
   return q->core->post_send(w).err();
 }
 
