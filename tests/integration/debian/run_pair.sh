@@ -16,6 +16,8 @@
 # states (and stacks, when gdb is installed) and killed; whatever is still
 # running when this script exits is killed too.
 set -u
+# shellcheck source=../proc_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../proc_lib.sh"
 
 if (($# < 2)); then
   echo "usage: $0 PORT BINARY [ARGS...]" >&2
@@ -45,33 +47,8 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 1' INT TERM
 
-# Line-buffered stdout, so a program that hangs or is killed still shows what
-# it printed (stdbuf is coreutils; without it the output is block-buffered).
-linebuf=()
-command -v stdbuf >/dev/null 2>&1 && linebuf=(stdbuf -oL)
 
-# True when something listens on TCP PORT (IPv4 or IPv6), from /proc/net:
-# local address "ADDR:PORT" in hex, state 0A = LISTEN.
-listening() {
-  local hex
-  hex=$(printf '%04X' "$1")
-  awk -v p=":$hex" '$2 ~ p"$" && $4 == "0A" { found = 1 } END { exit !found }' \
-    /proc/net/tcp /proc/net/tcp6 2>/dev/null
-}
 
-# What a stuck program is doing: state and kernel wait channel per thread,
-# then user-space stacks if gdb is there (bounded).
-dump_threads() {
-  local pid=$1 t
-  echo "--- $2 (pid $pid) threads: name state wchan"
-  for t in /proc/"$pid"/task/*; do
-    printf '  %s %s %s\n' "$(cat "$t/comm" 2>/dev/null)" \
-      "$(awk '{print $3}' "$t/stat" 2>/dev/null)" "$(cat "$t/wchan" 2>/dev/null)"
-  done
-  if command -v gdb >/dev/null 2>&1; then
-    timeout 30 gdb -p "$pid" -batch -ex 'thread apply all bt 20' 2>/dev/null | grep -E '^(Thread|#)'
-  fi
-}
 
 if listening "$port"; then
   echo "FAIL: TCP port $port is already in use; pick another port for this test"

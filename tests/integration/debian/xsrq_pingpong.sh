@@ -5,6 +5,8 @@
 # Usage: xsrq_pingpong.sh PORT NCLIENTS DEVICE GID_INDEX
 # Exit: 0 pass, 1 fail, 77 skipped (binary not installed). Bounded by a 30 s timeout.
 set -u
+# shellcheck source=../proc_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../proc_lib.sh"
 port=$1 n=$2 dev=$3 gid=$4
 command -v ibv_xsrq_pingpong >/dev/null 2>&1 || { echo "SKIP: ibv_xsrq_pingpong not installed"; exit 77; }
 work=$(mktemp -d "${TMPDIR:-/tmp}/uroce-xsrq.XXXXXX")
@@ -18,11 +20,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-listening() {
-  local hex
-  hex=$(printf '%04X' "$1")
-  awk -v p=":$hex" '$2 ~ p"$" && $4 == "0A" { found = 1 } END { exit !found }' /proc/net/tcp /proc/net/tcp6 2>/dev/null
-}
 
 timeout 30 ibv_xsrq_pingpong -d "$dev" -g "$gid" -p "$port" -c "$n" >"$work/server.out" 2>&1 &
 pids+=($!)
