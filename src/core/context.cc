@@ -3,6 +3,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include "core/mr_backing.h"
 #include "core/notify.h"
 #include "core/service.h"
 
@@ -41,12 +42,29 @@ Result<std::unique_ptr<Context>> Context::open(const DeviceInfo& dev) {
 }
 
 Context::~Context() {
+  // Regions the program never deregistered stop sharing their pages.
+  for (uint32_t slot = 1; seg_ && slot < next_slot_; ++slot) {
+    const MrEntry& e = seg_->mr_table()[slot];
+    MrView v;
+    if (e.key && mr_read(&e, e.key, &v)) mr_share_release(MrShare{v.share_fd, v.share_ino, v.share_start});
+  }
   if (ctx_id_) ctl_->unregister_ctx(ctx_id_);
   // Unlock before the segment goes: the lock sits on the service thread's
   // robust list, which must not point into unmapped memory.
   if (lock_held_)
     Service::get().release_lifetime_lock(reinterpret_cast<pthread_mutex_t*>(seg_->header()->owner_lock));
   if (async_fd_ >= 0) close(async_fd_);
+}
+
+/// Regions peers write into or read from get shared pages (core/mr_backing.h).
+void Context::share_pages(MrView* v) {
+  constexpr uint32_t kPeerVisible =
+      access::kLocalWrite | access::kRemoteWrite | access::kRemoteRead | access::kRemoteAtomic;
+  if (!(v->access & kPeerVisible)) return;
+  MrShare s = mr_share_acquire(v->vaddr, v->length);
+  v->share_fd = s.fd;
+  v->share_ino = s.ino;
+  v->share_start = s.start;
 }
 
 Result<uint32_t> Context::reg_mr(uint32_t pd_id, uint64_t vaddr, uint64_t len, uint64_t iova,
@@ -70,6 +88,7 @@ Result<uint32_t> Context::reg_mr(uint32_t pd_id, uint64_t vaddr, uint64_t len, u
     return Status(key.err());
   }
   MrView v{key.value(), pd_id, access, iova, len, vaddr};
+  share_pages(&v);
   mr_write(&seg_->mr_table()[slot], v);
   return key.value();
 }
@@ -79,14 +98,20 @@ Status Context::rereg_mr(uint32_t key, uint32_t pd_id, uint64_t vaddr, uint64_t 
   MrView old;
   if (!lookup_mr(key, &old)) return Status(EINVAL);
   MrView v{key, pd_id, access, iova, len, vaddr};
+  share_pages(&v);  // before the release below: the same pages keep their backing
   mr_write(&seg_->mr_table()[key_slot(key)], v);
+  mr_share_release(MrShare{old.share_fd, old.share_ino, old.share_start});
   return Status::ok();
 }
 
 void Context::dereg_mr(uint32_t key) {
   uint32_t slot = key_slot(key);
+  MrView old;
+  bool had = lookup_mr(key, &old);
   MrView v{};
   mr_write(&seg_->mr_table()[slot], v);
+  // Peers see the slot empty before the pages stop being shared.
+  if (had) mr_share_release(MrShare{old.share_fd, old.share_ino, old.share_start});
   std::lock_guard<std::mutex> g(mr_mu_);
   free_slots_.push_back(slot);
 }

@@ -52,6 +52,7 @@ class Context {
 
  private:
   Context() = default;
+  void share_pages(MrView* v);
 
   DeviceInfo dev_{};
   std::unique_ptr<Segment> seg_;

@@ -8,6 +8,7 @@
 #include <new>
 
 #include "core/control_client.h"
+#include "core/peer_pages.h"
 
 namespace uroce::core {
 
@@ -40,7 +41,10 @@ Result<PeerSegment*> PeerMap::map_segment(uint32_t ctx_id, int32_t pid, int memf
     return Status(EINVAL);
   }
   PeerSegment* raw = seg.get();
-  if (it != segs_.end()) munmap(it->second->base, kSegReserveBytes);
+  if (it != segs_.end()) {
+    peer_pages_forget(it->second.get());
+    munmap(it->second->base, kSegReserveBytes);
+  }
   segs_[ctx_id] = std::move(seg);
   return raw;
 }

@@ -15,6 +15,8 @@
 #include <thread>
 #include <vector>
 
+#include "common/clock.h"
+#include "core/peer_pages.h"
 #include "core/qp.h"
 
 namespace uroce::core {
@@ -64,6 +66,7 @@ State& st() {
 
 constexpr int kIdlePollMs = 100;
 constexpr long kBusyNapNs = 20000;  // retry cadence while work is deferred
+constexpr uint64_t kSweepNs = 1'000'000'000ull;
 
 }  // namespace
 
@@ -160,6 +163,7 @@ void Service::poke() {
 
 void Service::loop() {
   State& s = st();
+  uint64_t last_sweep = now_ns();
   for (;;) {
     int dfd;
     {
@@ -198,6 +202,10 @@ void Service::loop() {
         s.daemon_fd = -1;
       }
       if (cb) cb();
+    }
+    if (uint64_t now = now_ns(); now - last_sweep >= kSweepNs) {
+      peer_pages_sweep();  // unpins peers' memory that no live region uses
+      last_sweep = now;
     }
     if (busy) {
       poke();

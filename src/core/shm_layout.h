@@ -63,12 +63,20 @@ struct alignas(kCacheLine) MrEntry {
   uint64_t iova;    // first address as work requests name it
   uint64_t length;
   uint64_t vaddr;  // where iova lives in the owner's address space
+  // Shared pages (core/mr_backing.h): the owner's memfd number (-1: none),
+  // its inode, and the owner address of the memfd's offset 0.
+  int32_t share_fd;
+  uint32_t share_pad;
+  uint64_t share_ino;
+  uint64_t share_start;
 };
 
 /// A snapshot of an MrEntry taken under the seqlock.
 struct MrView {
   uint32_t key, pd_id, access;
   uint64_t iova, length, vaddr;
+  int32_t share_fd = -1;
+  uint64_t share_ino = 0, share_start = 0;
 };
 
 /// Reads a consistent snapshot; false if the slot does not hold `key`.
@@ -82,6 +90,9 @@ inline bool mr_read(const MrEntry* e, uint32_t key, MrView* out) {
     out->iova = e->iova;
     out->length = e->length;
     out->vaddr = e->vaddr;
+    out->share_fd = e->share_fd;
+    out->share_ino = e->share_ino;
+    out->share_start = e->share_start;
     std::atomic_thread_fence(std::memory_order_acquire);
     if (e->seq.load(std::memory_order_relaxed) == s1) return out->key == key && key != 0;
   }
@@ -99,6 +110,9 @@ inline void mr_write(MrEntry* e, const MrView& v) {
   e->iova = v.iova;
   e->length = v.length;
   e->vaddr = v.vaddr;
+  e->share_fd = v.share_fd;
+  e->share_ino = v.share_ino;
+  e->share_start = v.share_start;
   e->seq.store(s + 2, std::memory_order_release);  // pairs with mr_read's acquire
 }
 

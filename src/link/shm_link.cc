@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <mutex>
@@ -37,8 +38,9 @@ size_t total(const iovec* v, size_t n) {
   return t;
 }
 
-/// Copies between two iovec lists in this address space.
-void local_copy(const iovec* dst, size_t nd, const iovec* src, size_t ns) {
+}  // namespace
+
+void copy_local(const iovec* dst, size_t nd, const iovec* src, size_t ns) {
   size_t di = 0, doff = 0, si = 0, soff = 0;
   while (di < nd && si < ns) {
     size_t n = std::min(dst[di].iov_len - doff, src[si].iov_len - soff);
@@ -49,6 +51,8 @@ void local_copy(const iovec* dst, size_t nd, const iovec* src, size_t ns) {
     if (soff == src[si].iov_len) ++si, soff = 0;
   }
 }
+
+namespace {
 
 int vm_result(ssize_t got, size_t want) {
   if (got < 0) return -errno;
@@ -61,7 +65,7 @@ int copy_to_peer(int32_t pid, const iovec* local, size_t n_local, const iovec* r
   size_t want = total(local, n_local);
   if (want == 0) return 0;
   if (pid == self_pid()) {
-    local_copy(remote, n_remote, local, n_local);
+    copy_local(remote, n_remote, local, n_local);
     return 0;
   }
   return vm_result(process_vm_writev(pid, local, n_local, remote, n_remote, 0), want);
@@ -71,7 +75,7 @@ int copy_from_peer(int32_t pid, const iovec* local, size_t n_local, const iovec*
   size_t want = total(local, n_local);
   if (want == 0) return 0;
   if (pid == self_pid()) {
-    local_copy(local, n_local, remote, n_remote);
+    copy_local(local, n_local, remote, n_remote);
     return 0;
   }
   return vm_result(process_vm_readv(pid, local, n_local, remote, n_remote, 0), want);
@@ -104,12 +108,24 @@ bool stripe_lock(core::AtomicStripe& s) {
 
 }  // namespace
 
-int atomic_on_peer(core::HostShm* host, int32_t pid, uint64_t remote_addr, AtomicOp op, uint64_t compare_add,
-                   uint64_t swap, uint64_t* orig) {
+int atomic_on_peer(core::HostShm* host, int32_t pid, uint64_t remote_addr, uint64_t* mapped, AtomicOp op,
+                   uint64_t compare_add, uint64_t swap, uint64_t* orig) {
   uint64_t h = (uint64_t(uint32_t(pid)) * 0x9E3779B97F4A7C15ull) ^ (remote_addr >> 3);
   h ^= h >> 29;
   core::AtomicStripe& s = host->stripes[h % core::kAtomicStripes];
   if (!stripe_lock(s)) return -EDEADLK;
+  if (mapped) {
+    // Same stripe as the process_vm_* path: atomic against it too.
+    std::atomic_ref<uint64_t> w(*mapped);
+    uint64_t cur = w.load(std::memory_order_relaxed);
+    *orig = cur;
+    if (op == AtomicOp::kFetchAdd)
+      w.store(cur + compare_add, std::memory_order_relaxed);
+    else if (cur == compare_add)
+      w.store(swap, std::memory_order_relaxed);
+    s.holder.store(0, std::memory_order_release);  // pairs with stripe_lock's acquire CAS
+    return 0;
+  }
   uint64_t cur = 0;
   iovec l{&cur, 8};
   iovec r{reinterpret_cast<void*>(remote_addr), 8};

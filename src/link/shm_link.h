@@ -1,7 +1,9 @@
 // The intra-host link's "DMA engine": moves bytes between this process and a
-// peer process on the same host with one copy (process_vm_writev/readv, or
-// memcpy when the peer is this process), and performs RDMA atomics under the
-// host-wide stripe locks so they are atomic against each other.
+// peer process on the same host with one copy (memcpy when the target pages
+// are mapped here — the peer is this process, or its region's pages are
+// shared, see core/peer_pages.h — else process_vm_writev/readv), and performs
+// RDMA atomics under the host-wide stripe locks so they are atomic against
+// each other whichever way they reach the memory.
 #pragma once
 
 #include <sys/uio.h>
@@ -22,10 +24,13 @@ int32_t self_pid();
 int copy_to_peer(int32_t pid, const iovec* local, size_t n_local, const iovec* remote, size_t n_remote);
 /// Copies from `remote` in process `pid` into `local`.
 int copy_from_peer(int32_t pid, const iovec* local, size_t n_local, const iovec* remote, size_t n_remote);
+/// Copies between two iovec lists of this address space (same byte count).
+void copy_local(const iovec* dst, size_t n_dst, const iovec* src, size_t n_src);
 
 enum class AtomicOp { kCmpSwap, kFetchAdd };
-/// 8-byte RDMA atomic at `remote_addr` in process `pid`; *orig gets the old value.
-int atomic_on_peer(core::HostShm* host, int32_t pid, uint64_t remote_addr, AtomicOp op, uint64_t compare_add,
-                   uint64_t swap, uint64_t* orig);
+/// 8-byte RDMA atomic at `remote_addr` in process `pid`, reached through
+/// `mapped` when that address is mapped here (else nullptr); *orig gets the old value.
+int atomic_on_peer(core::HostShm* host, int32_t pid, uint64_t remote_addr, uint64_t* mapped, AtomicOp op,
+                   uint64_t compare_add, uint64_t swap, uint64_t* orig);
 
 }  // namespace uroce::link

@@ -6,6 +6,7 @@
 #include "core/cq.h"
 #include "core/cq_ring.h"
 #include "core/notify.h"
+#include "core/peer_pages.h"
 #include "core/qp_state.h"
 #include "core/rq_ring.h"
 #include "link/shm_link.h"
@@ -60,6 +61,13 @@ bool target_mr(const Rx& x, uint32_t key, uint64_t addr, uint64_t len, uint32_t 
   if (mr->pd_id != x.pd_id) return false;
   if ((mr->access & need) != need) return false;
   return mr_contains(*mr, addr, len);
+}
+
+/// This process's address of [va, va+len) of the validated region `mr`
+/// (named by `key`), or nullptr when only process_vm_* reaches it.
+uint8_t* mapped(const Rx& x, const MrView& mr, uint32_t key, uint64_t va, uint64_t len) {
+  if (x.seg->pid == link::self_pid()) return reinterpret_cast<uint8_t*>(va);
+  return peer_pages(x.seg, mr, key_slot(key), va, len);
 }
 
 void post_async(const PeerQp& t, AsyncEvent ev, uint64_t handle) {
@@ -152,9 +160,12 @@ Resp respond_send(const PeerQp& t, const iovec* src, size_t nsrc, uint64_t len, 
   ClaimedRecv r;
   if (!claim_recv(t, x, &r, rnr)) return Resp::kRnr;
   // Scatter list of the receive, checked against the target's MR table.
-  iovec dst[33];
+  // dst: target addresses; here: the same bytes mapped in this process
+  // (all of them or the message goes through process_vm_writev).
+  iovec dst[33], here[33];
   size_t nd = 0;
   uint64_t cap = 0;
+  bool all_here = true;
   for (uint32_t i = 0; i < r.num_sge; ++i) {
     const Sge& s = r.sge[i];
     if (s.length == 0) continue;
@@ -164,7 +175,11 @@ Resp respond_send(const PeerQp& t, const iovec* src, size_t nsrc, uint64_t len, 
       target_error(t, AsyncEvent::kQpAccessErr);
       return Resp::kRemOp;
     }
-    dst[nd++] = iovec{reinterpret_cast<void*>(mr.vaddr + (s.addr - mr.iova)), s.length};
+    const uint64_t va = mr.vaddr + (s.addr - mr.iova);
+    dst[nd] = iovec{reinterpret_cast<void*>(va), s.length};
+    uint8_t* p = all_here ? mapped(x, mr, s.lkey, va, s.length) : nullptr;
+    all_here = p != nullptr;
+    here[nd++] = iovec{p, s.length};
     cap += s.length;
   }
   const uint64_t need = len + (m.with_grh ? kGrhBytes : 0);
@@ -178,7 +193,7 @@ Resp respond_send(const PeerQp& t, const iovec* src, size_t nsrc, uint64_t len, 
   uint64_t left = need;
   size_t used = 0;
   for (; used < nd && left; ++used) {
-    if (dst[used].iov_len > left) dst[used].iov_len = left;
+    if (dst[used].iov_len > left) dst[used].iov_len = here[used].iov_len = left;
     left -= dst[used].iov_len;
   }
   iovec srcv[34];
@@ -193,7 +208,12 @@ Resp respond_send(const PeerQp& t, const iovec* src, size_t nsrc, uint64_t len, 
     c.wc_flags |= wc_flags::kWithImm;
   }
   if (m.with_grh) c.wc_flags |= wc_flags::kGrh;
-  if (need <= kCqBouncePayload && used <= 1 && x.cq && x.seg->pid != link::self_pid()) {
+  if (all_here) {
+    link::copy_local(here, used, srcv, ns);
+    push_cqe(x, c, m.solicited);
+    return Resp::kOk;
+  }
+  if (need <= kCqBouncePayload && used <= 1 && x.cq) {
     // Small message: no system call. The receiver copies it out of the
     // completion's bounce record when it polls (before it can see the data).
     CqBounce b{need ? reinterpret_cast<uint64_t>(dst[0].iov_base) : 0, srcv, ns, uint32_t(need)};
@@ -227,8 +247,15 @@ Resp respond_write(const PeerQp& t, const iovec* src, size_t nsrc, uint64_t len,
   ClaimedRecv r;
   if (imm && !claim_recv(t, x, &r, rnr)) return Resp::kRnr;
   if (len) {
-    iovec dst{reinterpret_cast<void*>(mr.vaddr + (raddr - mr.iova)), size_t(len)};
-    int rc = link::copy_to_peer(x.seg->pid, src, nsrc, &dst, 1);
+    const uint64_t va = mr.vaddr + (raddr - mr.iova);
+    int rc = 0;
+    if (uint8_t* p = mapped(x, mr, rkey, va, len)) {
+      iovec here{p, size_t(len)};
+      link::copy_local(&here, 1, src, nsrc);
+    } else {
+      iovec dst{reinterpret_cast<void*>(va), size_t(len)};
+      rc = link::copy_to_peer(x.seg->pid, src, nsrc, &dst, 1);
+    }
     if (rc == -ESRCH) return Resp::kNoAnswer;
     if (rc != 0) {
       target_error(t, AsyncEvent::kQpAccessErr);
@@ -259,7 +286,13 @@ Resp respond_read(const PeerQp& t, const iovec* dst, size_t ndst, uint64_t len, 
     target_error(t, AsyncEvent::kQpAccessErr);
     return Resp::kRemAccess;
   }
-  iovec src{reinterpret_cast<void*>(mr.vaddr + (raddr - mr.iova)), size_t(len)};
+  const uint64_t va = mr.vaddr + (raddr - mr.iova);
+  if (uint8_t* p = mapped(x, mr, rkey, va, len)) {
+    iovec here{p, size_t(len)};
+    link::copy_local(dst, ndst, &here, 1);
+    return Resp::kOk;
+  }
+  iovec src{reinterpret_cast<void*>(va), size_t(len)};
   int rc = link::copy_from_peer(x.seg->pid, dst, ndst, &src, 1);
   if (rc == -ESRCH) return Resp::kNoAnswer;
   if (rc != 0) {
@@ -286,7 +319,8 @@ Resp respond_atomic(const PeerQp& t, HostShm* host, bool cmp_swap, uint64_t radd
     return Resp::kRemAccess;
   }
   uint64_t va = mr.vaddr + (raddr - mr.iova);
-  int rc = link::atomic_on_peer(host, x.seg->pid, va,
+  auto* here = reinterpret_cast<uint64_t*>(mapped(x, mr, rkey, va, 8));
+  int rc = link::atomic_on_peer(host, x.seg->pid, va, here,
                                 cmp_swap ? link::AtomicOp::kCmpSwap : link::AtomicOp::kFetchAdd, compare_add,
                                 swap, orig);
   if (rc == -ESRCH) return Resp::kNoAnswer;

@@ -202,7 +202,7 @@ UROCE_EXPORT int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask, ibv_
   memset(attr, 0, sizeof(*attr));
   attr->qp_state = ibv_qp_state(a.state);
   attr->cur_qp_state = ibv_qp_state(a.state);
-  attr->path_mtu = ibv_mtu(a.path_mtu ? a.path_mtu : IBV_MTU_1024);
+  attr->path_mtu = a.path_mtu ? ibv_mtu(a.path_mtu) : IBV_MTU_1024;
   attr->path_mig_state = IBV_MIG_MIGRATED;
   attr->qkey = a.qkey;
   attr->rq_psn = a.rq_psn;

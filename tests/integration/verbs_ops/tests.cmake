@@ -17,3 +17,13 @@ foreach(t harness rc_ops stopped_target uc_ud srq comp_channel post_send_ex atom
               SOURCES ${CMAKE_CURRENT_LIST_DIR}/${t}_test.cc)
   target_link_libraries(verbs_ops_${t}_test PRIVATE uroce_verbs_harness)
 endforeach()
+
+# The same data-path checks with shared pages off (UROCE_MR_SHARE=0): every
+# byte then moves through process_vm_writev/readv, the universal fallback.
+foreach(t rc_ops stopped_target srq atomic_stress)
+  add_test(NAME verbs_ops_${t}_vm_test COMMAND verbs_ops_${t}_test)
+  set_tests_properties(verbs_ops_${t}_vm_test PROPERTIES
+    LABELS integration
+    TIMEOUT 60
+    ENVIRONMENT "${UROCE_TEST_ENV_COMMON};UROCE_DAEMON_NAME=ctest-verbs_ops_${t}_vm_test;UROCE_MR_SHARE=0")
+endforeach()

@@ -1,0 +1,187 @@
+// Re-backing registered pages with a memfd (core/mr_backing.h): which memory
+// is shared, that its bytes survive every transition, that the sharing is
+// real (a second mapping of the memfd sees the program's stores and the
+// other way round), that it ends with the last user, and that a fork() child
+// and its parent stop sharing.
+#include "core/mr_backing.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+#include <string>
+
+namespace uroce::core {
+namespace {
+
+const uint64_t kPage = uint64_t(sysconf(_SC_PAGESIZE));
+
+/// A private anonymous mapping of `pages` pages filled with a pattern.
+struct AnonBuf {
+  explicit AnonBuf(size_t pages) : len(pages * kPage) {
+    void* m = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    p = m == MAP_FAILED ? nullptr : static_cast<uint8_t*>(m);
+    if (p)
+      for (size_t i = 0; i < len; ++i) p[i] = uint8_t(i * 7 + 3);
+  }
+  ~AnonBuf() {
+    if (p) munmap(p, len);
+  }
+  bool intact(size_t from = 0, size_t to = SIZE_MAX) const {
+    for (size_t i = from; i < std::min(to, len); ++i)
+      if (p[i] != uint8_t(i * 7 + 3)) return false;
+    return true;
+  }
+  uint64_t addr(size_t off = 0) const { return reinterpret_cast<uint64_t>(p) + off; }
+  uint8_t* p;
+  size_t len;
+};
+
+/// Bytes of [a, b) that /proc/self/maps shows as a shared mapping of inode `ino`.
+uint64_t shared_bytes(uint64_t a, uint64_t b, uint64_t ino) {
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  uint64_t total = 0;
+  while (std::getline(maps, line)) {
+    unsigned long long s, e, off, i;
+    char perms[8];
+    if (sscanf(line.c_str(), "%llx-%llx %7s %llx %*s %llu", &s, &e, perms, &off, &i) != 5) continue;
+    if (i != ino || perms[3] != 's') continue;
+    uint64_t lo = std::max<uint64_t>(a, s), hi = std::min<uint64_t>(b, e);
+    if (hi > lo) total += hi - lo;
+  }
+  return total;
+}
+
+/// A second mapping of the backing's memfd, as a peer would get it.
+uint8_t* map_backing(const MrShare& s, size_t len) {
+  int fd = open(("/proc/self/fd/" + std::to_string(s.fd)).c_str(), O_RDWR);
+  if (fd < 0) return nullptr;
+  void* m = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  return m == MAP_FAILED ? nullptr : static_cast<uint8_t*>(m);
+}
+
+TEST(MrBacking, WholePagesAreSharedAndTheBytesSurviveBothWays) {
+  AnonBuf b(16);
+  ASSERT_TRUE(b.p);
+  // From the middle of page 0 to the middle of page 15: pages 1..14 shared.
+  MrShare s = mr_share_acquire(b.addr(100), 15 * kPage);
+  ASSERT_GE(s.fd, 0);
+  EXPECT_EQ(s.start, b.addr(kPage));
+  EXPECT_EQ(shared_bytes(b.addr(), b.addr(b.len), s.ino), 14 * kPage);
+  EXPECT_TRUE(b.intact());
+
+  uint8_t* peer = map_backing(s, 14 * kPage);
+  ASSERT_TRUE(peer);
+  EXPECT_EQ(memcmp(peer, b.p + kPage, 14 * kPage), 0);
+  peer[5] = 0xAB;  // a peer's store is the program's memory
+  EXPECT_EQ(b.p[kPage + 5], 0xAB);
+  b.p[kPage + 6] = 0xCD;  // and the other way round
+  EXPECT_EQ(peer[6], 0xCD);
+  munmap(peer, 14 * kPage);
+
+  mr_share_release(s);
+  EXPECT_EQ(shared_bytes(b.addr(), b.addr(b.len), s.ino), 0u);
+  EXPECT_EQ(b.p[kPage + 5], 0xAB);
+  EXPECT_EQ(b.p[kPage + 6], 0xCD);
+  EXPECT_TRUE(b.intact(0, kPage + 5));
+  EXPECT_TRUE(b.intact(kPage + 7));
+}
+
+TEST(MrBacking, RegionsOverTheSamePagesShareOneBackingUntilTheLastGoes) {
+  AnonBuf b(8);
+  ASSERT_TRUE(b.p);
+  MrShare s1 = mr_share_acquire(b.addr(), b.len);
+  MrShare s2 = mr_share_acquire(b.addr(kPage), 2 * kPage);  // inside the first
+  ASSERT_GE(s1.fd, 0);
+  EXPECT_EQ(s2.fd, s1.fd);
+  EXPECT_EQ(s2.ino, s1.ino);
+  mr_share_release(s1);
+  EXPECT_EQ(shared_bytes(b.addr(), b.addr(b.len), s1.ino), b.len);
+  mr_share_release(s2);
+  EXPECT_EQ(shared_bytes(b.addr(), b.addr(b.len), s1.ino), 0u);
+  EXPECT_TRUE(b.intact());
+}
+
+TEST(MrBacking, MemoryThatCannotBeSharedStaysAsItIs) {
+  AnonBuf b(4);
+  ASSERT_TRUE(b.p);
+  // Less than one whole page.
+  EXPECT_LT(mr_share_acquire(b.addr(10), kPage).fd, 0);
+  // A file mapping.
+  int fd = memfd_create("not-anonymous", 0);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(ftruncate(fd, off_t(4 * kPage)), 0);
+  void* f = mmap(nullptr, 4 * kPage, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ASSERT_NE(f, MAP_FAILED);
+  EXPECT_LT(mr_share_acquire(reinterpret_cast<uint64_t>(f), 4 * kPage).fd, 0);
+  munmap(f, 4 * kPage);
+  close(fd);
+  // Read-only memory.
+  ASSERT_EQ(mprotect(b.p, b.len, PROT_READ), 0);
+  EXPECT_LT(mr_share_acquire(b.addr(), b.len).fd, 0);
+  // A range with a hole in it.
+  ASSERT_EQ(mprotect(b.p, b.len, PROT_READ | PROT_WRITE), 0);
+  ASSERT_EQ(munmap(b.p + kPage, kPage), 0);
+  EXPECT_LT(mr_share_acquire(b.addr(), b.len).fd, 0);
+}
+
+TEST(MrBacking, ReleaseLeavesAloneWhatTheProgramMappedThereMeanwhile) {
+  AnonBuf b(4);
+  ASSERT_TRUE(b.p);
+  MrShare s = mr_share_acquire(b.addr(), b.len);
+  ASSERT_GE(s.fd, 0);
+  // The program replaces page 2 with a fresh mapping of its own.
+  void* m =
+      mmap(b.p + 2 * kPage, kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+  ASSERT_EQ(m, b.p + 2 * kPage);
+  memset(m, 0x5A, kPage);
+  mr_share_release(s);
+  EXPECT_EQ(shared_bytes(b.addr(), b.addr(b.len), s.ino), 0u);
+  for (size_t i = 0; i < kPage; ++i) ASSERT_EQ(b.p[2 * kPage + i], 0x5A);
+  EXPECT_TRUE(b.intact(0, 2 * kPage));
+  EXPECT_TRUE(b.intact(3 * kPage));
+}
+
+TEST(MrBacking, AForkChildGetsItsOwnCopy) {
+  AnonBuf b(4);
+  ASSERT_TRUE(b.p);
+  MrShare s = mr_share_acquire(b.addr(), b.len);
+  ASSERT_GE(s.fd, 0);
+  int to_child[2], to_parent[2];
+  ASSERT_EQ(pipe(to_child), 0);
+  ASSERT_EQ(pipe(to_parent), 0);
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    alarm(20);
+    char c = 0;
+    // Child: private pages with the parent's bytes; its store stays its own.
+    int rc = shared_bytes(b.addr(), b.addr(b.len), s.ino) == 0 && b.intact() ? 0 : 1;
+    b.p[10] = 0x11;
+    if (write(to_parent[1], &c, 1) != 1 || read(to_child[0], &c, 1) != 1) _exit(2);
+    if (b.p[20] != uint8_t(20 * 7 + 3)) rc |= 4;  // the parent's later store is not seen
+    _exit(rc);
+  }
+  char c = 0;
+  ASSERT_EQ(read(to_parent[0], &c, 1), 1);
+  EXPECT_EQ(b.p[10], uint8_t(10 * 7 + 3));
+  b.p[20] = 0x22;
+  ASSERT_EQ(write(to_child[1], &c, 1), 1);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
+  // The parent still shares its pages.
+  EXPECT_EQ(shared_bytes(b.addr(), b.addr(b.len), s.ino), b.len);
+  mr_share_release(s);
+  for (int fd : {to_child[0], to_child[1], to_parent[0], to_parent[1]}) close(fd);
+}
+
+}  // namespace
+}  // namespace uroce::core
