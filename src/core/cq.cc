@@ -8,8 +8,8 @@
 
 namespace uroce::core {
 
-Result<std::unique_ptr<Cq>> Cq::create(Context* ctx, uint32_t cqe, uint32_t channel_id,
-                                       uint64_t user_handle) {
+Result<std::unique_ptr<Cq>> Cq::create(Context* ctx, uint32_t cqe, uint32_t channel_id, uint64_t user_handle,
+                                       bool timestamps) {
   uint32_t cap = 64;
   while (cap < cqe + 1) cap <<= 1;
   std::unique_ptr<Cq> cq(new Cq());
@@ -26,6 +26,7 @@ Result<std::unique_ptr<Cq>> Cq::create(Context* ctx, uint32_t cqe, uint32_t chan
   r->channel_id = channel_id;
   r->user_handle = user_handle;
   r->slots_off = cq->off_ + sizeof(CqRing);
+  r->want_ts = timestamps;
   cq->ring_ = r;
   cq->reported_cqe_ = cap - 1;
   return cq;
@@ -38,7 +39,7 @@ Cq::~Cq() {
 
 int Cq::poll(int n, Cqe* out) {
   if (!cq_peek_ready(ctx_->seg().base(), ring_)) return 0;  // the busy-poll case: no lock
-  std::lock_guard<std::mutex> g(mu_);
+  std::lock_guard<SpinLock> g(mu_);
   int got = cq_pop(ctx_->seg().base(), ring_, out, n);
   for (int i = 0; i < got; ++i) {
     if (out[i].sq_retire) qp_retire(out[i].local_qp, out[i].sq_retire);
@@ -52,7 +53,7 @@ void Cq::push_local(const Cqe& c, bool solicited) {
 
 Status Cq::resize(uint32_t cqe) {
   if (cqe == 0 || cqe > kLimits.max_cqe) return Status(EINVAL);
-  std::lock_guard<std::mutex> g(mu_);
+  std::lock_guard<SpinLock> g(mu_);
   if (cqe < cq_depth(ring_)) return Status(EINVAL);  // would drop completions
   if (cqe + 1 <= ring_->capacity) {
     reported_cqe_ = ring_->capacity - 1;

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/spin_lock.h"
 #include "common/status.h"
 #include "core/context.h"
 #include "core/cq_ring.h"
@@ -18,8 +19,9 @@ namespace uroce::core {
 class Cq {
  public:
   /// A CQ with room for at least `cqe` completions. `channel_id` 0 = no channel.
+  /// `timestamps`: completions carry the time they were pushed.
   static Result<std::unique_ptr<Cq>> create(Context* ctx, uint32_t cqe, uint32_t channel_id,
-                                            uint64_t user_handle);
+                                            uint64_t user_handle, bool timestamps = false);
   ~Cq();
 
   /// Pops up to `n` completions (retiring send-queue slots they account for).
@@ -48,7 +50,7 @@ class Cq {
   size_t bytes_ = 0;
   uint32_t reported_cqe_ = 0;
   std::vector<std::pair<uint64_t, size_t>> extra_;  // slot arrays from resizes
-  std::mutex mu_;
+  SpinLock mu_;
 };
 
 /// Wakes the completion channel of a CQ whose ring said kOkNotify.

@@ -95,6 +95,7 @@ inline CqPush cq_push(uint8_t* seg_base, CqRing* r, const Cqe& c, bool solicited
   // Copy everything but the sequence word, then publish.
   memcpy(reinterpret_cast<char*>(s) + sizeof(s->seq), reinterpret_cast<const char*>(&c) + sizeof(c.seq),
          sizeof(Cqe) - sizeof(c.seq));
+  if (r->want_ts) s->timestamp_ns = now_ns();  // the clock read only for CQs that report it
   std::atomic_ref<uint64_t>(s->seq).store(t + 1, std::memory_order_release);  // pairs with cq_pop's acquire
   std::atomic_thread_fence(std::memory_order_seq_cst);  // pairs with req_notify's seq_cst store
   uint32_t armed = r->armed.load(std::memory_order_relaxed);

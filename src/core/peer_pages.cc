@@ -54,7 +54,8 @@ struct LastHit {
   Mapping* m = nullptr;
   uint64_t gen = 0;
 };
-thread_local LastHit t_last;
+// initial-exec: a plain %fs-relative load, no __tls_get_addr call per operation.
+__attribute__((tls_model("initial-exec"))) thread_local LastHit t_last;
 
 /// Gets the owner's memfd and maps all of it; m->local stays null on failure.
 void map_backing(Mapping* m, int32_t pid, int32_t fd_num) {

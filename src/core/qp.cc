@@ -137,7 +137,7 @@ Qp::~Qp() {
 }
 
 Status Qp::modify(const QpModifyArgs& a, uint32_t mask) {
-  std::lock_guard<std::mutex> g(sq_mu_);
+  std::lock_guard<SpinLock> g(sq_mu_);
   QpState cur = state();
   if ((mask & qp_attr::kCurState) && a.cur_state != cur) {
     // IBA allows naming the current state only if it matches (SQE/RTS nuances aside).
@@ -230,7 +230,7 @@ Status Qp::post_recv(uint64_t wr_id, const Sge* sge, uint32_t num_sge) {
   if (num_sge > cap_.max_recv_sge) return Status(EINVAL);
   QpState s = state();
   if (s == QpState::kReset) return Status(EINVAL);
-  std::lock_guard<std::mutex> g(rq_mu_);
+  std::lock_guard<SpinLock> g(rq_mu_);
   if (!rq_post(ctx_->seg().base(), rq_, wr_id, sge, num_sge)) return Status(ENOMEM);
   if (s == QpState::kErr) flush_rq();
   return Status::ok();
@@ -253,7 +253,6 @@ void Qp::flush_rq() {
     c.status = uint32_t(WcStatus::kWrFlushErr);
     c.opcode = uint32_t(WcOpcode::kRecv);
     c.qp_num = qpn_;
-    c.timestamp_ns = now_ns();
     recv_cq_->push_local(c, true);
   }
 }

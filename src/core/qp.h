@@ -10,6 +10,7 @@
 #include <mutex>
 #include <vector>
 
+#include "common/spin_lock.h"
 #include "common/status.h"
 #include "core/context.h"
 #include "core/cq.h"
@@ -153,8 +154,8 @@ class Qp {
   uint32_t local_id_ = 0;
   QpModifyArgs attr_{};
 
-  std::mutex sq_mu_;
-  std::mutex rq_mu_;
+  SpinLock sq_mu_;
+  SpinLock rq_mu_;
   std::deque<Deferred> deferred_;
   uint32_t unsignaled_ = 0;  // WQEs since the last signaled one
   std::atomic<uint32_t> sq_outstanding_{0};

@@ -206,7 +206,7 @@ struct alignas(kCacheLine) CqRing {
   uint64_t user_handle;  // owner's ibv_cq*, echoed in the wake-up
   uint64_t slots_off;
   uint32_t owner_async_id;  // the owner context's async-event endpoint (IBV_EVENT_CQ_ERR)
-  uint32_t pad;
+  uint32_t want_ts;         // 1: producers stamp completions (ibv_cq_ex completion timestamps)
 };
 constexpr uint32_t kArmNext = 1;
 constexpr uint32_t kArmSolicited = 2;

@@ -6,6 +6,7 @@
 #include <memory>
 #include <mutex>
 
+#include "common/spin_lock.h"
 #include "common/status.h"
 #include "core/context.h"
 #include "core/rq_ring.h"
@@ -48,7 +49,7 @@ class Srq {
   uint64_t off_ = 0;
   size_t bytes_ = 0;
   Cq* xrc_cq_ = nullptr;
-  std::mutex mu_;
+  SpinLock mu_;
 };
 
 }  // namespace uroce::core

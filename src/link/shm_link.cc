@@ -16,18 +16,21 @@
 
 namespace uroce::link {
 
-static thread_local int32_t t_self_pid = 0;
+namespace {
+std::atomic<int32_t> g_self_pid{0};
+}
 
-/// This process's pid, cached per thread. After fork() the child runs on the
-/// forking thread, whose cache still holds the parent's pid: a child that
-/// believed it was its parent would "copy to the peer" into its own memory
-/// and report success. The atfork handler clears that thread's cache.
+/// This process's pid, cached. After fork() the child must not keep the
+/// parent's: a child that believed it was its parent would "copy to the peer"
+/// into its own memory and report success. The atfork handler resets it.
 int32_t self_pid() {
-  if (t_self_pid) return t_self_pid;
+  int32_t p = g_self_pid.load(std::memory_order_relaxed);
+  if (__builtin_expect(p != 0, 1)) return p;
   static std::once_flag once;
-  std::call_once(once, [] { pthread_atfork(nullptr, nullptr, [] { t_self_pid = 0; }); });
-  t_self_pid = getpid();
-  return t_self_pid;
+  std::call_once(once, [] { pthread_atfork(nullptr, nullptr, [] { g_self_pid.store(0); }); });
+  p = getpid();
+  g_self_pid.store(p, std::memory_order_relaxed);
+  return p;
 }
 
 namespace {

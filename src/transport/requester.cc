@@ -117,7 +117,7 @@ Result<PeerQp> Qp::peer_for(uint32_t qpn) {
 }
 
 Status Qp::post_send(const SendWqe& w) {
-  std::lock_guard<std::mutex> g(sq_mu_);
+  std::lock_guard<SpinLock> g(sq_mu_);
   if (!send_cq_) return Status(EINVAL);  // XRC target QPs have no send queue
   QpState st = state();
   if (st == QpState::kReset || st == QpState::kInit || st == QpState::kRtr) return Status(EINVAL);
@@ -194,7 +194,7 @@ void Qp::defer(const SendWqe& w, Exec why, const ExecOut& o) {
 }
 
 bool Qp::progress() {
-  std::lock_guard<std::mutex> g(sq_mu_);
+  std::lock_guard<SpinLock> g(sq_mu_);
   bool more = progress_st();
   if (!more) wants_service_.store(false, std::memory_order_release);
   return more;
@@ -273,7 +273,6 @@ void Qp::complete_send(const SendWqe& w, WcStatus st, uint32_t byte_len) {
   c.opcode = uint32_t(wc_opcode_of(w.opcode));
   c.byte_len = byte_len;
   c.qp_num = qpn_;
-  c.timestamp_ns = now_ns();
   c.local_qp = local_id_;
   c.sq_retire = unsignaled_ + 1;
   unsignaled_ = 0;

@@ -98,7 +98,6 @@ Cqe recv_cqe(const PeerQp& t, uint64_t wr_id, WcStatus st) {
   c.status = uint32_t(st);
   c.opcode = uint32_t(WcOpcode::kRecv);
   c.qp_num = t.qpn;
-  c.timestamp_ns = now_ns();
   return c;
 }
 

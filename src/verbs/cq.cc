@@ -168,8 +168,10 @@ UCq* create_cq_common(ibv_context* context, uint32_t cqe, void* cq_context, ibv_
   auto* c = new UCq();
   memset(&c->ex, 0, sizeof(c->ex));
   UChannel* ch = channel ? uchan(channel) : nullptr;
-  auto core =
-      core::Cq::create(uctx(context)->core.get(), cqe, ch ? ch->id : 0, reinterpret_cast<uint64_t>(&c->ex));
+  auto core = core::Cq::create(
+      uctx(context)->core.get(), cqe, ch ? ch->id : 0, reinterpret_cast<uint64_t>(&c->ex),
+      (wc_flags & (IBV_WC_EX_WITH_COMPLETION_TIMESTAMP | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK)) !=
+          0);
   if (!core.is_ok()) {
     delete c;
     errno = core.err();
