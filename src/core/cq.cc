@@ -48,7 +48,11 @@ int Cq::poll(int n, Cqe* out) {
 }
 
 void Cq::push_local(const Cqe& c, bool solicited) {
-  if (cq_push(ctx_->seg().base(), ring_, c, solicited) == CqPush::kOkNotify) cq_notify(ring_);
+  // Threads may race on the copy: any value they store is a head once seen, so still safe.
+  uint64_t h = head_seen_.load(std::memory_order_relaxed);
+  CqPush r = cq_push(ctx_->seg().base(), ring_, c, solicited, nullptr, &h);
+  head_seen_.store(h, std::memory_order_relaxed);
+  if (r == CqPush::kOkNotify) cq_notify(ring_);
 }
 
 Status Cq::resize(uint32_t cqe) {

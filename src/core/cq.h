@@ -51,6 +51,7 @@ class Cq {
   uint32_t reported_cqe_ = 0;
   std::vector<std::pair<uint64_t, size_t>> extra_;  // slot arrays from resizes
   SpinLock mu_;
+  std::atomic<uint64_t> head_seen_{0};  // producers' private copy of the ring's head (see cq_push)
 };
 
 /// Wakes the completion channel of a CQ whose ring said kOkNotify.

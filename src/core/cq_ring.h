@@ -57,7 +57,7 @@ struct CqBounce {
 /// completions (they satisfy a kArmSolicited arm). Returns kOkNotify when the
 /// caller must wake the CQ's completion channel.
 inline CqPush cq_push(uint8_t* seg_base, CqRing* r, const Cqe& c, bool solicited,
-                      const CqBounce* bounce = nullptr) {
+                      const CqBounce* bounce = nullptr, uint64_t* head_seen = nullptr) {
   uint64_t tw = r->tail.load(std::memory_order_acquire);
   uint64_t frozen_since = 0;
   for (;;) {
@@ -70,10 +70,16 @@ inline CqPush cq_push(uint8_t* seg_base, CqRing* r, const Cqe& c, bool solicited
       tw = r->tail.load(std::memory_order_acquire);
       continue;
     }
-    uint64_t h = r->head.load(std::memory_order_acquire);  // pairs with cq_pop's release
+    // head is the consumer's line: load it only when the producer's private
+    // copy (head only grows, so a stale copy under-states the room) says "full".
+    uint64_t h = head_seen ? *head_seen : 0;
     if ((tw & kCqPosMask) - h >= ld_acq(r->capacity)) {
-      r->overflow.store(1, std::memory_order_relaxed);
-      return CqPush::kOverflow;
+      h = r->head.load(std::memory_order_acquire);  // pairs with cq_pop's release
+      if (head_seen) *head_seen = h;
+      if ((tw & kCqPosMask) - h >= ld_acq(r->capacity)) {
+        r->overflow.store(1, std::memory_order_relaxed);
+        return CqPush::kOverflow;
+      }
     }
     if (r->tail.compare_exchange_weak(tw, tw + 1, std::memory_order_acq_rel)) break;
   }

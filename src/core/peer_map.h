@@ -19,6 +19,10 @@ struct PeerQp {
   PeerSegment* seg = nullptr;
   QpShm* qp = nullptr;
   uint32_t qpn = 0;
+  /// The requester's private copies of the target's RQ tail and receive-CQ
+  /// head (see rq_claim, cq_push), kept with the cached peer of an RC QP.
+  mutable uint64_t rq_tail_seen = 0;
+  mutable uint64_t cq_head_seen = 0;
   /// Still the QP we resolved, and its owner alive?
   bool valid() const {
     return seg && seg_owner_alive(seg->header()) && qp->magic == kQpMagic && qp->qpn == qpn;

@@ -156,6 +156,7 @@ class Qp {
 
   SpinLock sq_mu_;
   SpinLock rq_mu_;
+  uint64_t rq_head_seen_ = 0;  // private copy of the RQ's head (see rq_post), under rq_mu_
   std::deque<Deferred> deferred_;
   uint32_t unsignaled_ = 0;  // WQEs since the last signaled one
   std::atomic<uint32_t> sq_outstanding_{0};

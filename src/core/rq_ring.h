@@ -13,9 +13,16 @@ inline RqWqe* rq_slot(uint8_t* seg_base, const RqRing* r, uint64_t pos) {
 }
 
 /// Owner: appends one receive. False if the queue already holds max_wr.
-inline bool rq_post(uint8_t* seg_base, RqRing* r, uint64_t wr_id, const Sge* sge, uint32_t num_sge) {
+/// `head_seen` is the owner's private copy of head (head only grows, so a
+/// stale copy only under-states the room): head, a line the claimers write,
+/// is loaded only when the copy says "full", not on every post.
+inline bool rq_post(uint8_t* seg_base, RqRing* r, uint64_t wr_id, const Sge* sge, uint32_t num_sge,
+                    uint64_t* head_seen) {
   uint64_t t = r->tail.load(std::memory_order_relaxed);
-  if (t - r->head.load(std::memory_order_acquire) >= r->max_wr) return false;  // pairs with rq_claim's CAS
+  if (t - *head_seen >= r->max_wr) {
+    *head_seen = r->head.load(std::memory_order_acquire);  // pairs with rq_claim's CAS
+    if (t - *head_seen >= r->max_wr) return false;
+  }
   RqWqe* w = rq_slot(seg_base, r, t);
   w->wr_id = wr_id;
   w->num_sge = num_sge;
@@ -32,12 +39,22 @@ struct ClaimedRecv {
 };
 
 /// Any process: claims the oldest posted receive. Returns false if none.
-/// `*left` gets the number still posted after the claim.
-inline bool rq_claim(uint8_t* seg_base, RqRing* r, ClaimedRecv* out, uint64_t* left) {
+/// `*left` gets the number still posted after the claim (a lower bound when
+/// `tail_seen` is given). `tail_seen`, optional, is the claimer's private
+/// copy of tail (tail only grows): tail, a line the owner writes on every
+/// post, is loaded only when the copy says "empty".
+inline bool rq_claim(uint8_t* seg_base, RqRing* r, ClaimedRecv* out, uint64_t* left,
+                     uint64_t* tail_seen = nullptr) {
   uint64_t h = r->head.load(std::memory_order_acquire);
   for (;;) {
-    uint64_t t = r->tail.load(std::memory_order_acquire);  // pairs with rq_post's release
-    if (h >= t) return false;
+    uint64_t t = tail_seen ? *tail_seen : 0;
+    if (h >= t) {
+      t = r->tail.load(std::memory_order_acquire);  // pairs with rq_post's release
+      if (tail_seen) *tail_seen = t;
+      if (h >= t) return false;
+    } else {
+      std::atomic_thread_fence(std::memory_order_acquire);  // the slot was published before t was seen
+    }
     const RqWqe* w = rq_slot(seg_base, r, h);
     // Copy before claiming: the slot cannot be reused while head == h.
     out->wr_id = w->wr_id;

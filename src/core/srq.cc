@@ -65,7 +65,7 @@ Srq::~Srq() {
 Status Srq::post(uint64_t wr_id, const Sge* sge, uint32_t num_sge) {
   if (num_sge > ring_->max_sge) return Status(EINVAL);
   std::lock_guard<SpinLock> g(mu_);
-  if (!rq_post(ctx_->seg().base(), ring_, wr_id, sge, num_sge)) return Status(ENOMEM);
+  if (!rq_post(ctx_->seg().base(), ring_, wr_id, sge, num_sge, &head_seen_)) return Status(ENOMEM);
   return Status::ok();
 }
 

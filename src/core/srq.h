@@ -50,6 +50,7 @@ class Srq {
   size_t bytes_ = 0;
   Cq* xrc_cq_ = nullptr;
   SpinLock mu_;
+  uint64_t head_seen_ = 0;  // private copy of the ring's head (see rq_post), under mu_
 };
 
 }  // namespace uroce::core

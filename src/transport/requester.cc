@@ -327,7 +327,8 @@ Qp::Exec Qp::execute(const SendWqe& w, ExecOut* out) {
   auto p = peer_for(dst);
   // Unreliable transports: a request nobody answers is simply lost.
   if (!p.is_ok() || p->qp->qp_type != uint32_t(peer_type)) return reliable ? Exec::kNoResponse : Exec::kDone;
-  const PeerQp& t = p.value();
+  // A connected QP uses its cached peer, whose private ring-index copies persist.
+  const PeerQp& t = type_ == QpType::kUd ? p.value() : peer_;
   RecvMeta m{};
   m.src_qpn = qpn_;
   m.imm = w.imm;

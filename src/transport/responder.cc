@@ -33,6 +33,8 @@ struct Rx {
   RqRing* rq;  // null for a QP without a receive queue
   CqRing* cq;
   uint32_t pd_id;
+  uint64_t* rq_tail_seen = nullptr;  // the requester's copies (see PeerQp), when they apply
+  uint64_t* cq_head_seen = nullptr;
 };
 
 /// False if an XRC message names no valid SRQ of the target QP's domain.
@@ -42,6 +44,8 @@ bool rx_of(const PeerQp& t, uint32_t xrc_srqn, Rx* rx) {
     rx->rq = t.qp->rq_off ? reinterpret_cast<RqRing*>(base_of(t) + t.qp->rq_off) : nullptr;
     rx->cq = t.qp->recv_cq_off ? reinterpret_cast<CqRing*>(base_of(t) + t.qp->recv_cq_off) : nullptr;
     rx->pd_id = t.qp->pd_id;
+    if (!t.qp->has_srq) rx->rq_tail_seen = &t.rq_tail_seen;  // an SRQ needs exact counts (limit event)
+    rx->cq_head_seen = &t.cq_head_seen;
     return true;
   }
   auto s = PeerMap::get().resolve_srq(xrc_srqn);
@@ -78,7 +82,7 @@ void post_async(const PeerQp& t, AsyncEvent ev, uint64_t handle) {
 void push_cqe(const Rx& x, const Cqe& c, bool solicited, const CqBounce* bounce = nullptr) {
   CqRing* r = x.cq;
   if (!r) return;
-  switch (cq_push(x.seg->base, r, c, solicited, bounce)) {
+  switch (cq_push(x.seg->base, r, c, solicited, bounce, x.cq_head_seen)) {
     case CqPush::kOkNotify:
       cq_notify(r);
       break;
@@ -125,7 +129,7 @@ void target_error(const PeerQp& t, AsyncEvent ev) {
 bool claim_recv(const PeerQp& t, const Rx& x, ClaimedRecv* r, RnrInfo* rnr) {
   RqRing* rq = x.rq;
   uint64_t left = 0;
-  if (!rq || !rq_claim(x.seg->base, rq, r, &left)) {
+  if (!rq || !rq_claim(x.seg->base, rq, r, &left, x.rq_tail_seen)) {
     if (!rq) return false;
     if (rnr) {
       rnr->rnr_timer = t.qp->min_rnr_timer;

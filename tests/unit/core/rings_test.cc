@@ -47,6 +47,20 @@ TEST(CqRing, OverflowIsReportedNotOverwritten) {
   EXPECT_EQ(f.r->overflow.load(), 1u);
 }
 
+TEST(CqRing, AStaleHeadCopyIsRefreshedOnlyWhenTheRingLooksFull) {
+  CqFixture f(4);
+  Cqe c{}, out[4];
+  uint64_t head_seen = 0;
+  for (int i = 0; i < 4; ++i) ASSERT_EQ(cq_push(f.base, f.r, c, false, nullptr, &head_seen), CqPush::kOk);
+  EXPECT_EQ(cq_push(f.base, f.r, c, false, nullptr, &head_seen), CqPush::kOverflow);
+  f.r->overflow.store(0);
+  ASSERT_EQ(cq_pop(f.base, f.r, out, 3), 3);
+  EXPECT_EQ(head_seen, 0u);  // not refreshed yet
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(cq_push(f.base, f.r, c, false, nullptr, &head_seen), CqPush::kOk);
+  EXPECT_EQ(head_seen, 3u);
+  EXPECT_EQ(cq_push(f.base, f.r, c, false, nullptr, &head_seen), CqPush::kOverflow);
+}
+
 TEST(CqRing, ArmFiresOnceAndSolicitedFilters) {
   CqFixture f(8);
   Cqe c{};
@@ -64,10 +78,12 @@ TEST(CqRing, ManyProducersLoseNothing) {
   std::vector<std::thread> ts;
   for (int t = 0; t < kThreads; ++t) {
     ts.emplace_back([&, t] {
+      uint64_t head_seen = 0;  // each producer's private copy of head, as requesters keep one
       for (int i = 0; i < kPer; ++i) {
         Cqe c{};
         c.wr_id = uint64_t(t) << 32 | uint64_t(i);
-        while (cq_push(f.base, f.r, c, false) == CqPush::kOverflow) std::this_thread::yield();
+        while (cq_push(f.base, f.r, c, false, nullptr, &head_seen) == CqPush::kOverflow)
+          std::this_thread::yield();
       }
     });
   }
@@ -182,10 +198,11 @@ struct RqFixture {
 TEST(RqRing, DepthIsEnforced) {
   RqFixture f(3, 2);
   Sge s[2] = {{1, 2, 3}, {4, 5, 6}};
-  EXPECT_TRUE(rq_post(f.base, f.r, 1, s, 2));
-  EXPECT_TRUE(rq_post(f.base, f.r, 2, s, 1));
-  EXPECT_TRUE(rq_post(f.base, f.r, 3, s, 0));
-  EXPECT_FALSE(rq_post(f.base, f.r, 4, s, 1));  // max_wr reached: ENOMEM at the verbs layer
+  uint64_t hs = 0;
+  EXPECT_TRUE(rq_post(f.base, f.r, 1, s, 2, &hs));
+  EXPECT_TRUE(rq_post(f.base, f.r, 2, s, 1, &hs));
+  EXPECT_TRUE(rq_post(f.base, f.r, 3, s, 0, &hs));
+  EXPECT_FALSE(rq_post(f.base, f.r, 4, s, 1, &hs));  // max_wr reached: ENOMEM at the verbs layer
   ClaimedRecv c;
   uint64_t left;
   ASSERT_TRUE(rq_claim(f.base, f.r, &c, &left));
@@ -193,7 +210,33 @@ TEST(RqRing, DepthIsEnforced) {
   EXPECT_EQ(c.num_sge, 2u);
   EXPECT_EQ(c.sge[1].lkey, 6u);
   EXPECT_EQ(left, 2u);
-  EXPECT_TRUE(rq_post(f.base, f.r, 4, s, 1));
+  EXPECT_TRUE(rq_post(f.base, f.r, 4, s, 1, &hs));  // the stale head copy is refreshed when "full"
+  EXPECT_EQ(hs, 1u);
+}
+
+TEST(RqRing, PrivateIndexCopiesNeverOverstate) {
+  RqFixture f(4, 1);
+  Sge s{7, 8, 9};
+  uint64_t head_seen = 0, tail_seen = 0;
+  ClaimedRecv c;
+  uint64_t left;
+  EXPECT_FALSE(rq_claim(f.base, f.r, &c, &left, &tail_seen));  // empty: tail loaded, still empty
+  ASSERT_TRUE(rq_post(f.base, f.r, 10, &s, 1, &head_seen));
+  ASSERT_TRUE(rq_post(f.base, f.r, 11, &s, 1, &head_seen));
+  ASSERT_TRUE(rq_claim(f.base, f.r, &c, &left, &tail_seen));  // copy said empty: reloaded
+  EXPECT_EQ(c.wr_id, 10u);
+  EXPECT_EQ(tail_seen, 2u);
+  ASSERT_TRUE(rq_claim(f.base, f.r, &c, &left, &tail_seen));  // from the copy, no reload
+  EXPECT_EQ(c.wr_id, 11u);
+  EXPECT_FALSE(rq_claim(f.base, f.r, &c, &left, &tail_seen));
+  // The owner's copy of head is 0 (stale): it still finds the room the claims made.
+  for (uint64_t id = 12; id < 16; ++id) ASSERT_TRUE(rq_post(f.base, f.r, id, &s, 1, &head_seen)) << id;
+  EXPECT_EQ(head_seen, 2u);
+  EXPECT_FALSE(rq_post(f.base, f.r, 16, &s, 1, &head_seen));
+  for (uint64_t id = 12; id < 16; ++id) {
+    ASSERT_TRUE(rq_claim(f.base, f.r, &c, &left, &tail_seen));
+    EXPECT_EQ(c.wr_id, id);
+  }
 }
 
 TEST(RqRing, ConcurrentClaimersTakeEachWqeOnce) {
@@ -215,8 +258,9 @@ TEST(RqRing, ConcurrentClaimersTakeEachWqeOnce) {
     });
   }
   Sge s{0, 0, 0};
+  uint64_t hs = 0;
   for (int i = 0; i < kTotal;) {
-    if (rq_post(f.base, f.r, uint64_t(i), &s, 1)) ++i;
+    if (rq_post(f.base, f.r, uint64_t(i), &s, 1, &hs)) ++i;
   }
   for (auto& t : ts) t.join();
   for (int i = 0; i < kTotal; ++i) ASSERT_EQ(seen[i].load(), 1) << i;
