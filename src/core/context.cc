@@ -3,6 +3,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include "core/cq.h"
 #include "core/mr_backing.h"
 #include "core/notify.h"
 #include "core/service.h"
@@ -15,6 +16,7 @@ Result<std::unique_ptr<Context>> Context::open(const DeviceInfo& dev) {
   std::unique_ptr<Context> c(new Context());
   c->dev_ = dev;
   c->ctl_ = cc.value();
+  cq_barrier_setup(c->ctl_->host_shm());
   auto seg = Segment::create();
   if (!seg.is_ok()) return Status(seg.err());
   c->seg_ = std::move(seg.value());

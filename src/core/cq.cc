@@ -1,12 +1,54 @@
 #include "core/cq.h"
 
+#include <linux/membarrier.h>
+#include <pthread.h>
+#include <sys/syscall.h>
 #include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
 
 #include "core/limits.h"
 #include "core/notify.h"
 #include "core/qp.h"
 
 namespace uroce::core {
+
+namespace {
+
+int membarrier(int cmd) { return int(syscall(SYS_membarrier, cmd, 0, 0)); }
+
+std::atomic<HostShm*> g_barrier_host{nullptr};
+
+/// This process cannot take part: producers everywhere fence from now on.
+void host_fallback_to_fences() {
+  if (HostShm* h = g_barrier_host.load()) h->cq_producers_fence.store(1, std::memory_order_seq_cst);
+  g_cq_self_fence.store(true);
+}
+
+}  // namespace
+
+void cq_barrier_setup(HostShm* host) {
+  g_barrier_host.store(host);
+  g_cq_host_fence.store(&host->cq_producers_fence);
+  static std::once_flag once;
+  std::call_once(once, [] {
+    // A fork() child is not registered (registration belongs to the address space).
+    pthread_atfork(nullptr, nullptr, [] { g_cq_self_fence.store(true); });
+  });
+  const char* force = getenv("UROCE_CQ_FENCE");  // "1": act as if membarrier were missing
+  int q = membarrier(MEMBARRIER_CMD_QUERY);
+  if ((force && strcmp(force, "1") == 0) || q < 0 || !(q & MEMBARRIER_CMD_GLOBAL_EXPEDITED) ||
+      membarrier(MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED) != 0) {
+    host_fallback_to_fences();
+    return;
+  }
+  g_cq_self_fence.store(false);
+}
+
+void cq_arm_barrier() {
+  if (membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED) != 0) host_fallback_to_fences();
+}
 
 Result<std::unique_ptr<Cq>> Cq::create(Context* ctx, uint32_t cqe, uint32_t channel_id, uint64_t user_handle,
                                        bool timestamps) {

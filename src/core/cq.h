@@ -15,6 +15,13 @@
 #include "core/cq_ring.h"
 
 namespace uroce::core {
+/// Once per process (after the host memory is mapped): registers for
+/// MEMBARRIER_CMD_GLOBAL_EXPEDITED so this process's completion producers can
+/// skip their fence; a process that cannot sets HostShm::cq_producers_fence.
+void cq_barrier_setup(HostShm* host);
+/// Consumer, right after storing `armed`: makes every producer's earlier
+/// publish visible here and this store visible to its later arm check.
+void cq_arm_barrier();
 
 class Cq {
  public:
@@ -29,6 +36,7 @@ class Cq {
   /// Arms the completion channel for the next (or next solicited) completion.
   void arm(bool solicited_only) {
     ring_->armed.store(solicited_only ? kArmSolicited : kArmNext, std::memory_order_seq_cst);
+    cq_arm_barrier();
   }
   /// Pushes a completion produced in this process (send side, flushes).
   void push_local(const Cqe& c, bool solicited);

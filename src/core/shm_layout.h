@@ -257,6 +257,10 @@ struct alignas(kCacheLine) AtomicStripe {
 };
 struct alignas(kCacheLine) HostShm {
   uint64_t magic;
+  /// Set (never cleared) by a process that cannot issue the membarrier a
+  /// consumer needs when it arms a CQ: from then on every completion
+  /// producer on the host fences instead (see cq_push, cq_arm_barrier).
+  std::atomic<uint32_t> cq_producers_fence;
   AtomicStripe stripes[kAtomicStripes];
 };
 

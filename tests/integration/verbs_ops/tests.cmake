@@ -27,3 +27,11 @@ foreach(t rc_ops stopped_target srq atomic_stress)
     TIMEOUT 60
     ENVIRONMENT "${UROCE_TEST_ENV_COMMON};UROCE_DAEMON_NAME=ctest-verbs_ops_${t}_vm_test;UROCE_MR_SHARE=0")
 endforeach()
+
+# Completion channels with the producers' fence instead of the consumers'
+# membarrier (UROCE_CQ_FENCE=1: what a host without membarrier does).
+add_test(NAME verbs_ops_comp_channel_fence_test COMMAND verbs_ops_comp_channel_test)
+set_tests_properties(verbs_ops_comp_channel_fence_test PROPERTIES
+  LABELS integration
+  TIMEOUT 60
+  ENVIRONMENT "${UROCE_TEST_ENV_COMMON};UROCE_DAEMON_NAME=ctest-verbs_ops_comp_channel_fence_test;UROCE_CQ_FENCE=1")
