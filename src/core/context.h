@@ -46,6 +46,7 @@ class Context {
   Status rereg_mr(uint32_t key, uint32_t pd_id, uint64_t vaddr, uint64_t len, uint64_t iova, uint32_t access);
   void dereg_mr(uint32_t key);
   /// Looks up a local key for an access by this context's QP in `pd_id`.
+  const MrEntry* mr_entry(uint32_t key) const { return &seg_->mr_table()[key_slot(key)]; }
   bool lookup_mr(uint32_t key, MrView* out) const {
     return mr_read(&seg_->mr_table()[key_slot(key)], key, out);
   }

@@ -67,6 +67,8 @@ Result<PeerQp> PeerMap::resolve(uint32_t qpn) {
   pq.qp = reinterpret_cast<QpShm*>(pq.seg->base + r->qp_off);
   pq.qpn = qpn;
   if (!pq.valid()) return Status(ENOENT);
+  if (pq.qp->rq_off) pq.rq = reinterpret_cast<RqRing*>(pq.seg->base + pq.qp->rq_off);
+  if (pq.qp->recv_cq_off) pq.rcq = reinterpret_cast<CqRing*>(pq.seg->base + pq.qp->recv_cq_off);
   qps_[qpn] = pq;
   return pq;
 }

@@ -23,6 +23,11 @@ struct PeerQp {
   /// head (see rq_claim, cq_push), kept with the cached peer of an RC QP.
   mutable uint64_t rq_tail_seen = 0;
   mutable uint64_t cq_head_seen = 0;
+  /// The target QP's own receive ring and CQ (offsets fixed at its creation;
+  /// null if it has none), and the last target MR the requester used.
+  RqRing* rq = nullptr;
+  CqRing* rcq = nullptr;
+  mutable MrCache mr_cache;
   /// Still the QP we resolved, and its owner alive?
   bool valid() const {
     return seg && seg_owner_alive(seg->header()) && qp->magic == kQpMagic && qp->qpn == qpn;

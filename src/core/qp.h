@@ -135,7 +135,9 @@ class Qp {
   void flush_sq_st();
   bool progress_st();
   void flush_rq();
-  Result<PeerQp> peer_for(uint32_t qpn);
+  /// The target QP `qpn`: the cached peer_ (RC/UC) or, for UD, resolved into *tmp.
+  /// nullptr if it cannot be resolved.
+  const PeerQp* peer_for(uint32_t qpn, PeerQp* tmp);
 
   Context* ctx_ = nullptr;
   QpShm* shm_ = nullptr;
@@ -161,7 +163,9 @@ class Qp {
   uint32_t unsignaled_ = 0;  // WQEs since the last signaled one
   std::atomic<uint32_t> sq_outstanding_{0};
   std::atomic<bool> wants_service_{false};
-  PeerQp peer_{};  // RC/UC: cached target
+  PeerQp peer_{};             // RC/UC: cached target
+  PeerQp ud_peer_{};          // UD: the current WQE's target (under sq_mu_)
+  MrCache local_mr_cache_{};  // the last local MR a WQE used (under sq_mu_)
 };
 
 /// Process-wide table of local QPs by local id (completions name their QP).

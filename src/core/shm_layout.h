@@ -80,7 +80,8 @@ struct MrView {
 };
 
 /// Reads a consistent snapshot; false if the slot does not hold `key`.
-inline bool mr_read(const MrEntry* e, uint32_t key, MrView* out) {
+/// `*seq_out` (optional) gets the seqlock word the snapshot is valid for.
+inline bool mr_read(const MrEntry* e, uint32_t key, MrView* out, uint32_t* seq_out = nullptr) {
   for (int tries = 0; tries < 1000; ++tries) {
     uint32_t s1 = e->seq.load(std::memory_order_acquire);  // pairs with mr_write's release
     if (s1 & 1) continue;
@@ -94,9 +95,34 @@ inline bool mr_read(const MrEntry* e, uint32_t key, MrView* out) {
     out->share_ino = e->share_ino;
     out->share_start = e->share_start;
     std::atomic_thread_fence(std::memory_order_acquire);
-    if (e->seq.load(std::memory_order_relaxed) == s1) return out->key == key && key != 0;
+    if (e->seq.load(std::memory_order_relaxed) == s1) {
+      if (seq_out) *seq_out = s1;
+      return out->key == key && key != 0;
+    }
   }
   return false;
+}
+
+/// A one-entry cache of an MrEntry snapshot for the data path: still valid
+/// while the entry's seqlock word is unchanged (every rewrite moves it), so
+/// a hit costs two loads instead of a whole seqlock read.
+struct MrCache {
+  const MrEntry* e = nullptr;
+  uint32_t seq = 1;  // odd: matches no stable entry
+  MrView v{};
+};
+
+/// mr_read through `c`: the snapshot for `key`, or nullptr if the slot does not hold it.
+inline const MrView* mr_read_cached(const MrEntry* e, uint32_t key, MrCache* c) {
+  if (c->e == e && c->v.key == key && e->seq.load(std::memory_order_acquire) == c->seq) return &c->v;
+  uint32_t s;
+  if (!mr_read(e, key, &c->v, &s)) {
+    c->e = nullptr;
+    return nullptr;
+  }
+  c->e = e;
+  c->seq = s;
+  return &c->v;
 }
 
 /// Owner-only update of a slot (seqlock writer side).

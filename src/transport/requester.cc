@@ -106,14 +106,13 @@ void build_grh(const DeviceInfo& dev, const AddressVector& av, uint32_t payload,
 
 }  // namespace
 
-Result<PeerQp> Qp::peer_for(uint32_t qpn) {
-  if (type_ != QpType::kUd) {
-    if (peer_.qpn == qpn && peer_.valid()) return peer_;
-    auto r = PeerMap::get().resolve(qpn);
-    if (r.is_ok()) peer_ = r.value();
-    return r;
-  }
-  return PeerMap::get().resolve(qpn);
+const PeerQp* Qp::peer_for(uint32_t qpn, PeerQp* tmp) {
+  if (type_ != QpType::kUd && peer_.qpn == qpn && peer_.valid()) return &peer_;
+  auto r = PeerMap::get().resolve(qpn);
+  if (!r.is_ok()) return nullptr;
+  PeerQp* dst = type_ != QpType::kUd ? &peer_ : tmp;
+  *dst = r.value();
+  return dst;
 }
 
 Status Qp::post_send(const SendWqe& w) {
@@ -214,8 +213,9 @@ bool Qp::progress_st() {
     bool timed = now >= d.next_try_ns;
     if (!timed) {
       if (!d.rnr) return true;
-      auto p = peer_for(attr_.dest_qpn);
-      if (!p.is_ok() || transport::target_rq_tail(p.value(), d.w.xrc_srqn) == d.rq_tail_seen) return true;
+      PeerQp tmp;
+      const PeerQp* p = peer_for(attr_.dest_qpn, &tmp);
+      if (!p || transport::target_rq_tail(*p, d.w.xrc_srqn) == d.rq_tail_seen) return true;
     }
     // IBA 9.7.6.1.3: the local ACK timer expired retry_cnt times: give up.
     if (timed && !d.rnr && d.next_try_ns != 0 && attr_.timeout != 0 && d.retries >= attr_.retry_cnt) {
@@ -298,13 +298,13 @@ Qp::Exec Qp::execute(const SendWqe& w, ExecOut* out) {
     if (w.flags & send_flags::kInline) {
       loc[nl++] = iovec{reinterpret_cast<void*>(s.addr), s.length};
     } else {
-      MrView mr;
-      if (!ctx_->lookup_mr(s.lkey, &mr) || mr.pd_id != pd_id_ || !mr_contains(mr, s.addr, s.length) ||
-          (needs_local_write && !(mr.access & access::kLocalWrite))) {
+      const MrView* mr = mr_read_cached(ctx_->mr_entry(s.lkey), s.lkey, &local_mr_cache_);
+      if (!mr || mr->pd_id != pd_id_ || !mr_contains(*mr, s.addr, s.length) ||
+          (needs_local_write && !(mr->access & access::kLocalWrite))) {
         out->status = WcStatus::kLocProtErr;
         return Exec::kDone;
       }
-      loc[nl++] = iovec{reinterpret_cast<void*>(mr.vaddr + (s.addr - mr.iova)), s.length};
+      loc[nl++] = iovec{reinterpret_cast<void*>(mr->vaddr + (s.addr - mr->iova)), s.length};
     }
     len += s.length;
   }
@@ -324,11 +324,11 @@ Qp::Exec Qp::execute(const SendWqe& w, ExecOut* out) {
   // An XRC initiator talks to an XRC target QP (IBA 9.8); others to their own type.
   const QpType peer_type = type_ == QpType::kXrcSend ? QpType::kXrcRecv : type_;
   const uint32_t dst = type_ == QpType::kUd ? w.remote_qpn : attr_.dest_qpn;
-  auto p = peer_for(dst);
+  const PeerQp* p = peer_for(dst, &ud_peer_);
   // Unreliable transports: a request nobody answers is simply lost.
-  if (!p.is_ok() || p->qp->qp_type != uint32_t(peer_type)) return reliable ? Exec::kNoResponse : Exec::kDone;
+  if (!p || p->qp->qp_type != uint32_t(peer_type)) return reliable ? Exec::kNoResponse : Exec::kDone;
   // A connected QP uses its cached peer, whose private ring-index copies persist.
-  const PeerQp& t = type_ == QpType::kUd ? p.value() : peer_;
+  const PeerQp& t = *p;
   RecvMeta m{};
   m.src_qpn = qpn_;
   m.imm = w.imm;

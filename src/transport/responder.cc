@@ -19,8 +19,6 @@ namespace {
 
 constexpr uint32_t kGrhBytes = 40;
 
-uint8_t* base_of(const PeerQp& t) { return t.seg->base; }
-
 bool receiving(const PeerQp& t) {
   return t.valid() && state_can_receive(QpState(t.qp->state.load(std::memory_order_acquire)));
 }
@@ -35,17 +33,19 @@ struct Rx {
   uint32_t pd_id;
   uint64_t* rq_tail_seen = nullptr;  // the requester's copies (see PeerQp), when they apply
   uint64_t* cq_head_seen = nullptr;
+  MrCache* mr_cache = nullptr;
 };
 
 /// False if an XRC message names no valid SRQ of the target QP's domain.
 bool rx_of(const PeerQp& t, uint32_t xrc_srqn, Rx* rx) {
   if (t.qp->qp_type != uint32_t(QpType::kXrcRecv)) {
     rx->seg = t.seg;
-    rx->rq = t.qp->rq_off ? reinterpret_cast<RqRing*>(base_of(t) + t.qp->rq_off) : nullptr;
-    rx->cq = t.qp->recv_cq_off ? reinterpret_cast<CqRing*>(base_of(t) + t.qp->recv_cq_off) : nullptr;
+    rx->rq = t.rq;
+    rx->cq = t.rcq;
     rx->pd_id = t.qp->pd_id;
     if (!t.qp->has_srq) rx->rq_tail_seen = &t.rq_tail_seen;  // an SRQ needs exact counts (limit event)
     rx->cq_head_seen = &t.cq_head_seen;
+    rx->mr_cache = &t.mr_cache;
     return true;
   }
   auto s = PeerMap::get().resolve_srq(xrc_srqn);
@@ -57,14 +57,19 @@ bool rx_of(const PeerQp& t, uint32_t xrc_srqn, Rx* rx) {
   return true;
 }
 
-/// Validates `key` for [addr, addr+len) with `need` access in the receiving PD.
-bool target_mr(const Rx& x, uint32_t key, uint64_t addr, uint64_t len, uint32_t need, MrView* mr) {
+/// Validates `key` for [addr, addr+len) with `need` access in the receiving
+/// PD; returns the region's snapshot, or nullptr.
+const MrView* target_mr(const Rx& x, uint32_t key, uint64_t addr, uint64_t len, uint32_t need, MrView* buf) {
   const SegHeader* h = x.seg->header();
   const MrEntry* e = reinterpret_cast<const MrEntry*>(x.seg->base + h->mr_table_off) + key_slot(key);
-  if (!mr_read(e, key, mr)) return false;
-  if (mr->pd_id != x.pd_id) return false;
-  if ((mr->access & need) != need) return false;
-  return mr_contains(*mr, addr, len);
+  const MrView* mr = buf;
+  if (x.mr_cache)
+    mr = mr_read_cached(e, key, x.mr_cache);
+  else if (!mr_read(e, key, buf))
+    mr = nullptr;
+  if (!mr || mr->pd_id != x.pd_id || (mr->access & need) != need || !mr_contains(*mr, addr, len))
+    return nullptr;
+  return mr;
 }
 
 /// This process's address of [va, va+len) of the validated region `mr`
@@ -172,12 +177,14 @@ Resp respond_send(const PeerQp& t, const iovec* src, size_t nsrc, uint64_t len, 
   for (uint32_t i = 0; i < r.num_sge; ++i) {
     const Sge& s = r.sge[i];
     if (s.length == 0) continue;
-    MrView mr;
-    if (!target_mr(x, s.lkey, s.addr, s.length, access::kLocalWrite, &mr)) {
+    MrView buf;
+    const MrView* mrp = target_mr(x, s.lkey, s.addr, s.length, access::kLocalWrite, &buf);
+    if (!mrp) {
       push_cqe(x, recv_cqe(t, r.wr_id, WcStatus::kLocProtErr), true);
       target_error(t, AsyncEvent::kQpAccessErr);
       return Resp::kRemOp;
     }
+    const MrView& mr = *mrp;
     const uint64_t va = mr.vaddr + (s.addr - mr.iova);
     dst[nd] = iovec{reinterpret_cast<void*>(va), s.length};
     uint8_t* p = all_here ? mapped(x, mr, s.lkey, va, s.length) : nullptr;
@@ -240,13 +247,15 @@ Resp respond_write(const PeerQp& t, const iovec* src, size_t nsrc, uint64_t len,
   if (!receiving(t)) return Resp::kNoAnswer;
   Rx x;
   if (!rx_of(t, xrc_srqn, &x)) return Resp::kRemInvReq;
-  MrView mr{};
+  MrView buf{};
+  const MrView* mrp = &buf;
   if (len && (!(t.qp->access_flags & access::kRemoteWrite) ||
-              !target_mr(x, rkey, raddr, len, access::kRemoteWrite, &mr))) {
+              !(mrp = target_mr(x, rkey, raddr, len, access::kRemoteWrite, &buf)))) {
     // IBA 9.7.5.1.3 / C9-95: invalid R_Key or range -> NAK remote access error.
     target_error(t, AsyncEvent::kQpAccessErr);
     return Resp::kRemAccess;
   }
+  const MrView& mr = *mrp;
   ClaimedRecv r;
   if (imm && !claim_recv(t, x, &r, rnr)) return Resp::kRnr;
   if (len) {
@@ -283,12 +292,14 @@ Resp respond_read(const PeerQp& t, const iovec* dst, size_t ndst, uint64_t len, 
   if (len == 0) return Resp::kOk;
   Rx x;
   if (!rx_of(t, xrc_srqn, &x)) return Resp::kRemInvReq;
-  MrView mr;
+  MrView buf;
+  const MrView* mrp = nullptr;
   if (!(t.qp->access_flags & access::kRemoteRead) ||
-      !target_mr(x, rkey, raddr, len, access::kRemoteRead, &mr)) {
+      !(mrp = target_mr(x, rkey, raddr, len, access::kRemoteRead, &buf))) {
     target_error(t, AsyncEvent::kQpAccessErr);
     return Resp::kRemAccess;
   }
+  const MrView& mr = *mrp;
   const uint64_t va = mr.vaddr + (raddr - mr.iova);
   if (uint8_t* p = mapped(x, mr, rkey, va, len)) {
     iovec here{p, size_t(len)};
@@ -315,12 +326,14 @@ Resp respond_atomic(const PeerQp& t, HostShm* host, bool cmp_swap, uint64_t radd
     target_error(t, AsyncEvent::kQpReqErr);
     return Resp::kRemInvReq;
   }
-  MrView mr;
+  MrView buf;
+  const MrView* mrp = nullptr;
   if (!(t.qp->access_flags & access::kRemoteAtomic) ||
-      !target_mr(x, rkey, raddr, 8, access::kRemoteAtomic, &mr)) {
+      !(mrp = target_mr(x, rkey, raddr, 8, access::kRemoteAtomic, &buf))) {
     target_error(t, AsyncEvent::kQpAccessErr);
     return Resp::kRemAccess;
   }
+  const MrView& mr = *mrp;
   uint64_t va = mr.vaddr + (raddr - mr.iova);
   auto* here = reinterpret_cast<uint64_t*>(mapped(x, mr, rkey, va, 8));
   int rc = link::atomic_on_peer(host, x.seg->pid, va, here,
