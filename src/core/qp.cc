@@ -8,6 +8,7 @@
 #include "common/log.h"
 #include "core/limits.h"
 #include "core/notify.h"
+#include "core/peer_map.h"
 #include "core/qp_state.h"
 #include "core/service.h"
 
@@ -121,7 +122,32 @@ Result<std::unique_ptr<Qp>> Qp::create(Context* ctx, const QpCreateArgs& a) {
   return q;
 }
 
+Result<std::unique_ptr<Qp>> Qp::open_xrc_target(Context* ctx, uint32_t qpn, uint32_t xrcd_id) {
+  // Like the kernel: an unknown QPN, another type or another domain is EINVAL.
+  auto p = PeerMap::get().resolve(qpn);
+  if (!p.is_ok() || p->qp->qp_type != uint32_t(QpType::kXrcRecv) || p->qp->xrcd_id != xrcd_id)
+    return Status(EINVAL);
+  std::unique_ptr<Qp> q(new Qp());
+  q->ctx_ = ctx;
+  q->shm_ = p->qp;
+  q->opened_from_ = p->seg;
+  q->qpn_ = qpn;
+  q->type_ = QpType::kXrcRecv;
+  q->attr_.state = q->state();
+  q->attr_.access_flags = p->qp->access_flags;
+  q->attr_.min_rnr_timer = uint8_t(p->qp->min_rnr_timer);
+  q->attr_.dest_qpn = p->qp->dest_qpn;
+  q->attr_.port_num = 1;
+  return q;
+}
+
+bool Qp::exists() const {
+  return !opened_from_ ||
+         (seg_owner_alive(opened_from_->header()) && shm_->magic == kQpMagic && shm_->qpn == qpn_);
+}
+
 Qp::~Qp() {
+  if (opened_from_) return;  // a handle from ibv_open_qp owns nothing
   Service::get().remove_qp(this);
   if (local_id_) qp_table().slots[local_id_].store(nullptr, std::memory_order_release);
   if (shm_) {
@@ -138,6 +164,7 @@ Qp::~Qp() {
 
 Status Qp::modify(const QpModifyArgs& a, uint32_t mask) {
   std::lock_guard<SpinLock> g(sq_mu_);
+  if (!exists()) return Status(ENODEV);
   QpState cur = state();
   if ((mask & qp_attr::kCurState) && a.cur_state != cur) {
     // IBA allows naming the current state only if it matches (SQE/RTS nuances aside).
@@ -219,6 +246,10 @@ Status Qp::modify(const QpModifyArgs& a, uint32_t mask) {
 
 QpModifyArgs Qp::query() const {
   QpModifyArgs a = attr_;
+  // What another handle of the same QP may have changed (ibv_open_qp) lives in the shared part.
+  a.access_flags = shm_->access_flags;
+  a.min_rnr_timer = uint8_t(shm_->min_rnr_timer);
+  a.dest_qpn = shm_->dest_qpn;
   a.state = state();
   a.cur_state = a.state;
   a.cap = cap_;

@@ -80,7 +80,14 @@ struct QpModifyArgs {
 class Qp {
  public:
   static Result<std::unique_ptr<Qp>> create(Context* ctx, const QpCreateArgs& a);
+  /// ibv_open_qp: another handle on the XRC target QP `qpn` of domain
+  /// `xrcd_id`, created by any process (IBA 11.5). Modify and query act on
+  /// the shared QP; destroying the handle leaves the QP alone. The QP itself
+  /// still ends with its creator's handle (then this one reports ENODEV).
+  static Result<std::unique_ptr<Qp>> open_xrc_target(Context* ctx, uint32_t qpn, uint32_t xrcd_id);
   ~Qp();
+  /// False once an opened handle's QP is gone (always true for a creator's).
+  bool exists() const;
 
   // --- setup and state (core/qp.cc)
   Status modify(const QpModifyArgs& a, uint32_t mask);
@@ -141,6 +148,7 @@ class Qp {
 
   Context* ctx_ = nullptr;
   QpShm* shm_ = nullptr;
+  const PeerSegment* opened_from_ = nullptr;  // ibv_open_qp handles: the creator's segment
   uint64_t shm_off_ = 0;
   uint32_t qpn_ = 0;
   QpType type_ = QpType::kRc;

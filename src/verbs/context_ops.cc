@@ -102,7 +102,7 @@ void init_context_ops(UContext* uc) {
   v.ABI_placeholder2 = placeholder;
   v.ibv_create_flow = fail_ptr<ibv_flow*, ibv_qp*, ibv_flow_attr*>;
   v.ABI_placeholder1 = placeholder;
-  v.open_qp = fail_ptr<ibv_qp*, ibv_context*, ibv_qp_open_attr*>;
+  v.open_qp = op_open_qp;
   v.create_qp_ex = op_create_qp_ex;
   v.get_srq_num = op_get_srq_num;
   v.create_srq_ex = op_create_srq_ex;

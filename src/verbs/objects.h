@@ -138,6 +138,7 @@ int op_query_device_ex(ibv_context* ctx, const ibv_query_device_ex_input* in, ib
                        size_t attr_len);
 ibv_cq_ex* op_create_cq_ex(ibv_context* ctx, ibv_cq_init_attr_ex* attr);
 ibv_qp* op_create_qp_ex(ibv_context* ctx, ibv_qp_init_attr_ex* attr);
+ibv_qp* op_open_qp(ibv_context* ctx, ibv_qp_open_attr* attr);
 ibv_srq* op_create_srq_ex(ibv_context* ctx, ibv_srq_init_attr_ex* attr);
 int op_get_srq_num(ibv_srq* srq, uint32_t* srq_num);
 ibv_xrcd* op_open_xrcd(ibv_context* ctx, ibv_xrcd_init_attr* attr);

@@ -127,6 +127,46 @@ ibv_qp* create_qp_common(ibv_context* ctx, ibv_qp_init_attr_ex* a) {
 
 }  // namespace
 
+/// ibv_open_qp (context op): another handle on an XRC target QP of the domain.
+ibv_qp* op_open_qp(ibv_context* ctx, ibv_qp_open_attr* attr) {
+  if (attr->comp_mask >= IBV_QP_OPEN_ATTR_RESERVED) {
+    errno = EOPNOTSUPP;
+    return nullptr;
+  }
+  constexpr uint32_t kNeeded = IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD | IBV_QP_OPEN_ATTR_TYPE;
+  if ((attr->comp_mask & kNeeded) != kNeeded || !attr->xrcd) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  UXrcd* x = uxrcd(attr->xrcd);
+  auto core = attr->qp_type == IBV_QPT_XRC_RECV
+                  ? core::Qp::open_xrc_target(uctx(ctx)->core.get(), attr->qp_num, x->id)
+                  : Result<std::unique_ptr<core::Qp>>(Status(EINVAL));
+  if (!core.is_ok()) {
+    errno = core.err();
+    return nullptr;
+  }
+  auto* q = new UQp();
+  memset(&q->ex, 0, sizeof(q->ex));
+  q->upd = nullptr;
+  q->send_cq = q->recv_cq = nullptr;
+  q->srq = nullptr;
+  q->xrcd = x;
+  q->core = std::move(core.value());
+  ibv_qp& b = q->ex.qp_base;
+  b.context = ctx;
+  b.qp_context = (attr->comp_mask & IBV_QP_OPEN_ATTR_CONTEXT) ? attr->qp_context : nullptr;
+  b.handle = attr->qp_num;
+  b.qp_num = attr->qp_num;
+  b.state = IBV_QPS_UNKNOWN;
+  b.qp_type = IBV_QPT_XRC_RECV;
+  pthread_mutex_init(&b.mutex, nullptr);
+  pthread_cond_init(&b.cond, nullptr);
+  init_qp_ex_ops(q);
+  x->refs++;
+  return &b;
+}
+
 UROCE_EXPORT ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* attr) {
   ibv_qp_init_attr_ex ex;
   memset(&ex, 0, sizeof(ex));
@@ -198,6 +238,7 @@ UROCE_EXPORT int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
 
 UROCE_EXPORT int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask, ibv_qp_init_attr* init_attr) {
   UQp* q = uqp(qp);
+  if (!q->core->exists()) return ENODEV;  // an opened handle whose QP was destroyed
   core::QpModifyArgs a = q->core->query();
   memset(attr, 0, sizeof(*attr));
   attr->qp_state = ibv_qp_state(a.state);

@@ -8,7 +8,6 @@
 // errno is updated"), ibv_alloc_dm(3) ("returns ... NULL if the request
 // fails"); STYLE.md "every op slot has a default that fails cleanly"
 // (rdma-core's dummy ops answer EOPNOTSUPP).
-#include <fcntl.h>
 
 #include <cerrno>
 #include <cstring>
@@ -59,23 +58,6 @@ class Unsupported : public VerbsTest {
 TEST_F(Unsupported, AllocMw) {
   EXPECT_FAILS_CLEANLY_WITH(ibv_alloc_mw(e_.pd, IBV_MW_TYPE_1), EOPNOTSUPP);
   EXPECT_FAILS_CLEANLY_WITH(ibv_alloc_mw(e_.pd, IBV_MW_TYPE_2), EOPNOTSUPP);
-}
-
-TEST_F(Unsupported, OpenQp) {
-  // Sharing an XRC target QP between processes by number is not implemented.
-  ibv_xrcd_init_attr xa{};
-  xa.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS;
-  xa.fd = -1;
-  xa.oflags = O_CREAT;
-  ibv_xrcd* xrcd = ibv_open_xrcd(ctx_, &xa);
-  ASSERT_NE(xrcd, nullptr);
-  ibv_qp_open_attr oa{};
-  oa.comp_mask = IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD | IBV_QP_OPEN_ATTR_TYPE;
-  oa.qp_num = 0x12;
-  oa.xrcd = xrcd;
-  oa.qp_type = IBV_QPT_XRC_RECV;
-  EXPECT_FAILS_CLEANLY_WITH(ibv_open_qp(ctx_, &oa), EOPNOTSUPP);
-  EXPECT_EQ(ibv_close_xrcd(xrcd), 0);
 }
 
 TEST_F(Unsupported, CreateFlow) {

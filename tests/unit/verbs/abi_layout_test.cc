@@ -65,8 +65,8 @@ TEST_F(AbiLayout, NoEmptyOpSlot) {
 
 TEST_F(AbiLayout, UnimplementedExtendedVerbsFailCleanly) {
   errno = 0;
-  ibv_qp_open_attr oa{};
-  EXPECT_EQ(ibv_open_qp(ctx_, &oa), nullptr);
+  ibv_wq_init_attr wa{};
+  EXPECT_EQ(ibv_create_wq(ctx_, &wa), nullptr);
   EXPECT_EQ(errno, EOPNOTSUPP);
   ibv_alloc_dm_attr da{};
   da.length = 64;
