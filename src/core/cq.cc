@@ -79,16 +79,6 @@ Cq::~Cq() {
   for (auto& [off, bytes] : extra_) ctx_->seg().free(off, bytes);
 }
 
-int Cq::poll(int n, Cqe* out) {
-  if (!cq_peek_ready(ctx_->seg().base(), ring_)) return 0;  // the busy-poll case: no lock
-  std::lock_guard<SpinLock> g(mu_);
-  int got = cq_pop(ctx_->seg().base(), ring_, out, n);
-  for (int i = 0; i < got; ++i) {
-    if (out[i].sq_retire) qp_retire(out[i].local_qp, out[i].sq_retire);
-  }
-  return got;
-}
-
 void Cq::push_local(const Cqe& c, bool solicited) {
   // Threads may race on the copy: any value they store is a head once seen, so still safe.
   uint64_t h = head_seen_.load(std::memory_order_relaxed);

@@ -15,6 +15,9 @@
 #include "core/cq_ring.h"
 
 namespace uroce::core {
+/// A completion retired `n` send-queue slots of local QP `local_id` (core/qp.cc).
+void qp_retire(uint32_t local_id, uint32_t n);
+
 /// Once per process (after the host memory is mapped): registers for
 /// MEMBARRIER_CMD_GLOBAL_EXPEDITED so this process's completion producers can
 /// skip their fence; a process that cannot sets HostShm::cq_producers_fence.
@@ -32,7 +35,20 @@ class Cq {
   ~Cq();
 
   /// Pops up to `n` completions (retiring send-queue slots they account for).
-  int poll(int n, Cqe* out);
+  int poll(int n, Cqe* out) {
+    int i = 0;
+    return poll_each(n, [&](const Cqe& c) { out[i++] = c; });
+  }
+  /// Hands up to `n` completions to `take` in place (no intermediate copy).
+  template <typename Take>
+  int poll_each(int n, Take&& take) {
+    if (!cq_peek_ready(ctx_->seg().base(), ring_)) return 0;  // the busy-poll case: no lock
+    std::lock_guard<SpinLock> g(mu_);
+    return cq_pop_each(ctx_->seg().base(), ring_, n, [&](const Cqe& c) {
+      if (c.sq_retire) qp_retire(c.local_qp, c.sq_retire);
+      take(c);
+    });
+  }
   /// Arms the completion channel for the next (or next solicited) completion.
   void arm(bool solicited_only) {
     ring_->armed.store(solicited_only ? kArmSolicited : kArmNext, std::memory_order_seq_cst);

@@ -126,8 +126,11 @@ inline CqPush cq_push(uint8_t* seg_base, CqRing* r, const Cqe& c, bool solicited
   return CqPush::kOk;
 }
 
-/// Consumer: copies up to `n` completions into `out`. Owner only, under its lock.
-inline int cq_pop(uint8_t* seg_base, CqRing* r, Cqe* out, int n) {
+/// Consumer: hands up to `n` published completions, in order, to `take`
+/// (which reads them in place, before their slots are released), then
+/// releases them. Owner only, under its lock. Returns how many.
+template <typename Take>
+inline int cq_pop_each(uint8_t* seg_base, CqRing* r, int n, Take&& take) {
   Cqe* slots = cq_slots(seg_base, r);
   const uint32_t mask = r->mask;
   uint64_t h = r->head.load(std::memory_order_relaxed);
@@ -136,21 +139,28 @@ inline int cq_pop(uint8_t* seg_base, CqRing* r, Cqe* out, int n) {
     Cqe* s = &slots[h & mask];
     if (std::atomic_ref<uint64_t>(s->seq).load(std::memory_order_acquire) != h + 1)
       break;  // pairs with cq_push's release
-    memcpy(static_cast<void*>(&out[got]), s, sizeof(Cqe));
-    if (out[got].wc_flags & kCqeBounced) {
+    if (s->wc_flags & kCqeBounced) {
       // Deliver the payload now, before the slot (and its record) is released.
       const uint8_t* rec = reinterpret_cast<const uint8_t*>(slots) + size_t(r->capacity) * sizeof(Cqe) +
                            size_t(h & mask) * kCqBounceBytes;
       uint64_t dst;
       memcpy(&dst, rec, 8);
-      memcpy(reinterpret_cast<void*>(dst), rec + 8, std::min<uint32_t>(out[got].byte_len, kCqBouncePayload));
-      out[got].wc_flags &= ~kCqeBounced;
+      memcpy(reinterpret_cast<void*>(dst), rec + 8, std::min<uint32_t>(s->byte_len, kCqBouncePayload));
+      s->wc_flags &= ~kCqeBounced;
     }
+    take(*s);
     ++got;
     ++h;
   }
   if (got) r->head.store(h, std::memory_order_release);  // pairs with cq_push's acquire
   return got;
+}
+
+/// Consumer: copies up to `n` completions into `out`. Owner only, under its lock.
+inline int cq_pop(uint8_t* seg_base, CqRing* r, Cqe* out, int n) {
+  int i = 0;
+  return cq_pop_each(seg_base, r, n,
+                     [&](const Cqe& c) { memcpy(static_cast<void*>(&out[i++]), &c, sizeof(Cqe)); });
 }
 
 /// Lock-free hint for the owner: is a completion published at the head? A

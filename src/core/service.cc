@@ -20,13 +20,18 @@
 #include "core/qp.h"
 
 namespace uroce::core {
+
+namespace service_detail {
+std::atomic<size_t> n_deferred{0};
+}
+
 namespace {
 
 struct State {
   std::mutex mu;      // guards the fields below
   std::mutex run_mu;  // held while progressing QPs (remove_qp waits on it)
   std::vector<Qp*> deferred;
-  std::atomic<size_t> n_deferred{0};
+  std::atomic<size_t>& n_deferred = service_detail::n_deferred;
   int wake_fd = -1;
   int daemon_fd = -1;
   std::function<void()> on_death;

@@ -6,11 +6,17 @@
 
 #include <pthread.h>
 
+#include <atomic>
+#include <cstddef>
 #include <functional>
 
 namespace uroce::core {
 
 class Qp;
+
+namespace service_detail {
+extern std::atomic<size_t> n_deferred;  // QPs with deferred sends (Service's state)
+}
 
 class Service {
  public:
@@ -23,6 +29,10 @@ class Service {
   void watch_daemon(int fd, std::function<void()> on_death);
   /// Retries deferred sends now (cheap when none are deferred).
   void poke();
+  /// poke() if any QP has deferred sends: one load otherwise (empty polls call it).
+  static void poke_if_deferred() {
+    if (service_detail::n_deferred.load(std::memory_order_relaxed) != 0) get().poke();
+  }
   /// Has the service thread (which lives as long as the process) lock, or
   /// unlock, a robust process-shared mutex: a context's lifetime lock (see
   /// SegHeader::owner_lock). Waits (bounded) until done; false on timeout.

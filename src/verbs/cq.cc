@@ -80,16 +80,9 @@ void to_wc(const core::Cqe& c, ibv_wc* wc) {
 
 int op_poll_cq(ibv_cq* cq, int n, ibv_wc* wc) {
   UCq* c = ucq(cq);
-  core::Cqe buf[16];
-  int total = 0;
-  while (total < n) {
-    int want = std::min(n - total, 16);
-    int got = c->core->poll(want, buf);
-    for (int i = 0; i < got; ++i) to_wc(buf[i], &wc[total + i]);
-    total += got;
-    if (got < want) break;
-  }
-  if (total == 0) core::Service::get().poke();  // nothing yet: retry deferred sends
+  int i = 0;
+  const int total = c->core->poll_each(n, [&](const core::Cqe& e) { to_wc(e, &wc[i++]); });
+  if (total == 0) core::Service::poke_if_deferred();  // nothing yet: retry deferred sends
   return total;
 }
 
@@ -113,7 +106,7 @@ int ex_start_poll(ibv_cq_ex* cq, ibv_poll_cq_attr* attr) {
   if (attr && attr->comp_mask) return EINVAL;
   UCq* c = cur(cq);
   if (c->core->poll(1, &c->cur) == 0) {
-    core::Service::get().poke();
+    core::Service::poke_if_deferred();
     return ENOENT;
   }
   expose(c);
