@@ -12,34 +12,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-bash scripts/setup.sh
-
-packages=(perftest ucx-utils libfabric-bin qperf gcc python3-matplotlib)
-
-is_installed() {
-  [[ "$(dpkg-query -W -f='${db:Status-Status}' "$1" 2>/dev/null)" == installed ]]
-}
-
-missing=()
-for p in "${packages[@]}"; do
-  is_installed "$p" || missing+=("$p")
-done
-if ((${#missing[@]} == 0)); then
-  echo "bench/setup: all ${#packages[@]} benchmark packages already installed"
-  exit 0
-fi
-
-as_root=()
-if ((EUID != 0)); then
-  if command -v sudo >/dev/null 2>&1; then
-    as_root=(sudo)
-  else
-    echo "bench/setup: missing packages (${missing[*]}) and not root, no sudo: install them as root" >&2
-    exit 1
-  fi
-fi
-
-echo "bench/setup: installing ${missing[*]}"
-"${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q
-"${as_root[@]}" env DEBIAN_FRONTEND=noninteractive \
-  apt-get install -y -q --no-install-recommends -o DPkg::Lock::Timeout=300 "${missing[@]}"
+# One installer (scripts/setup.sh) for the build packages and these.
+exec bash scripts/setup.sh perftest ucx-utils libfabric-bin qperf gcc python3-matplotlib

@@ -3,6 +3,7 @@
 # Idempotent and non-interactive: when every package is already installed it
 # touches nothing (no apt-get update), so running it again costs ~0.1 s.
 # Runs as root (CI) or through sudo when available.
+# Arguments name more packages to install with these (bench/setup.sh uses it).
 # See the "Dependencies and why" table in README.md for what each package is for.
 set -euo pipefail
 
@@ -19,6 +20,8 @@ packages=(
   iproute2 procps python3
   # style checks (.clang-format, .clang-tidy)
   clang-format clang-tidy
+  # callers' extra packages
+  "$@"
 )
 
 is_installed() {
@@ -56,7 +59,7 @@ echo "setup: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q
 "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive \
-  apt-get install -y -q --no-install-recommends "${missing[@]}"
+  apt-get install -y -q --no-install-recommends -o DPkg::Lock::Timeout=300 "${missing[@]}"
 
 for p in "${missing[@]}"; do
   is_installed "$p" || { echo "setup: $p still not installed" >&2; exit 1; }

@@ -120,18 +120,16 @@ void Service::watch_daemon(int fd, std::function<void()> on_death) {
   start_locked();
 }
 
-namespace {
-bool lifetime_lock_request(Service* svc, pthread_mutex_t* m, bool lock) {
+bool Service::lifetime_lock_request(pthread_mutex_t* m, bool lock) {
   State& s = st();
   State::LockReq req{m, lock};
   std::unique_lock<std::mutex> g(s.mu);
   s.lock_reqs.push_back(&req);
-  svc->poke_thread_locked();
+  poke_thread_locked();
   bool ok = s.lock_cv.wait_for(g, std::chrono::seconds(5), [&] { return req.done; });
   if (!ok) std::erase(s.lock_reqs, &req);
   return ok;
 }
-}  // namespace
 
 void Service::poke_thread_locked() {
   start_locked();
@@ -140,8 +138,8 @@ void Service::poke_thread_locked() {
   (void)w;
 }
 
-bool Service::hold_lifetime_lock(pthread_mutex_t* m) { return lifetime_lock_request(this, m, true); }
-bool Service::release_lifetime_lock(pthread_mutex_t* m) { return lifetime_lock_request(this, m, false); }
+bool Service::hold_lifetime_lock(pthread_mutex_t* m) { return lifetime_lock_request(m, true); }
+bool Service::release_lifetime_lock(pthread_mutex_t* m) { return lifetime_lock_request(m, false); }
 
 void Service::poke() {
   State& s = st();

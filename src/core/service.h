@@ -41,12 +41,9 @@ class Service {
 
  private:
   Service() = default;
-
- public:
-  /// Internal: starts the thread if needed and wakes it (caller holds the state lock).
+  /// Starts the thread if needed and wakes it (caller holds the state lock).
   void poke_thread_locked();
-
- private:
+  bool lifetime_lock_request(pthread_mutex_t* m, bool lock);
   void start_locked();
   void loop();
 };
