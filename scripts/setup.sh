@@ -15,7 +15,7 @@ packages=(
   # binaries the integration tests and the demo run
   libibverbs-dev ibverbs-utils perftest
   # test and library dependencies
-  libgtest-dev googletest zlib1g-dev libfmt-dev
+  libgtest-dev googletest zlib1g-dev libfmt-dev libpcap-dev
   # tools the scripts and tests use
   iproute2 procps python3
   # style checks (.clang-format, .clang-tidy)

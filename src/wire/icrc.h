@@ -1,0 +1,29 @@
+// The RoCE v2 invariant CRC (IBTA Vol. 1 Annex A17.3.3): CRC-32 (zlib's)
+// over 8 bytes of 0xFF standing in for the LRH, the IP header and the UDP
+// header with their variant fields set to all ones (IPv4: TOS, TTL, header
+// checksum; IPv6: traffic class, flow label, hop limit; UDP: checksum), the
+// BTH with its resv8a byte set to all ones, and the rest of the packet up to
+// the ICRC. On the wire the value goes least-significant byte first.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+namespace uroce::wire {
+
+/// `ip`: the 20-byte IPv4 header (no options) or the 40-byte IPv6 header;
+/// `udp`: 8 bytes; `ib`: BTH up to, not including, the ICRC.
+uint32_t icrc(std::span<const uint8_t> ip, std::span<const uint8_t> udp, std::span<const uint8_t> ib);
+
+/// Stores the ICRC as the wire carries it (little-endian) / reads it back.
+inline void put_icrc(uint8_t* p, uint32_t v) {
+  p[0] = uint8_t(v);
+  p[1] = uint8_t(v >> 8);
+  p[2] = uint8_t(v >> 16);
+  p[3] = uint8_t(v >> 24);
+}
+inline uint32_t get_icrc(const uint8_t* p) {
+  return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
+}
+
+}  // namespace uroce::wire
