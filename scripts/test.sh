@@ -3,10 +3,12 @@
 #   1. scripts/setup.sh (Debian packages);
 #   2. `build`: configure, build, run every CTest test (all tiers);
 #   3. `build-asan` (-DUROCE_SANITIZE=ON, ASan+UBSan): build and run the
-#      GoogleTest tiers, minus the tests labelled `debian` (they load our
-#      instrumented library into uninstrumented Debian binaries, which ASan
-#      does not support).
-# Both phases run even if the first fails; exits non-zero if anything failed.
+#      GoogleTest tiers and the fuzz corpus replays, minus the tests labelled
+#      `debian` (they load our instrumented library into uninstrumented
+#      Debian binaries, which ASan does not support);
+#   4. `build-fuzz` (clang, -DUROCE_FUZZ=ON): the libFuzzer targets, each run
+#      for a bounded time (UROCE_FUZZ_SECONDS, default 30) from its corpus.
+# Every phase runs even if an earlier one fails; exits non-zero if anything failed.
 # Bounded: every build and test run has a timeout; CTest kills a test at its
 # TIMEOUT property (default 300 s here for any test without one).
 # Extra CMake arguments for both trees: UROCE_CMAKE_ARGS (e.g.
@@ -56,11 +58,27 @@ if configure_and_build "$root/build-asan" -DUROCE_SANITIZE=ON; then
   export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
   export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
   if ! timeout 1200 ctest --test-dir "$root/build-asan" --output-on-failure -j"$jobs" --timeout 300 \
-    -L 'unit|protocol|integration|fault' -LE debian; then
+    -L 'unit|protocol|integration|fault|fuzz' -LE debian; then
     failed+=("ctest in build-asan")
   fi
 else
   failed+=("build-asan")
+fi
+
+log "build (build-fuzz, clang, -DUROCE_FUZZ=ON)"
+fuzz_args=(-DUROCE_FUZZ=ON -DUROCE_FUZZ_SECONDS="${UROCE_FUZZ_SECONDS:-30}")
+if [[ ! -f $root/build-fuzz/CMakeCache.txt ]]; then
+  fuzz_args+=(-G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++)
+fi
+# shellcheck disable=SC2086
+if timeout 300 cmake -S "$root" -B "$root/build-fuzz" "${fuzz_args[@]}" ${UROCE_CMAKE_ARGS:-} &&
+  timeout 600 cmake --build "$root/build-fuzz" --target fuzz_all; then
+  log "ctest: fuzz (build-fuzz)"
+  if ! timeout 1200 ctest --test-dir "$root/build-fuzz" --output-on-failure -L fuzz; then
+    failed+=("fuzzing in build-fuzz")
+  fi
+else
+  failed+=("build-fuzz")
 fi
 
 log "done"

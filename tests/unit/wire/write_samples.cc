@@ -2,7 +2,9 @@
 // UD, XRC; path MTU 256) to a pcap file, built only with src/wire, so the
 // independent checker (../shared/wire/roce_check.py) and tshark can judge
 // the codec's bytes: headers, pad, lengths and ICRC.
-//   wire_write_samples OUT.pcap
+//   wire_write_samples OUT.pcap [RAW_DIR]
+// With RAW_DIR, each frame's UDP payload (BTH .. ICRC) also goes to a file
+// there: the seed corpus of the wire_decode fuzz target.
 #include <arpa/inet.h>
 #include <pcap/pcap.h>
 
@@ -83,8 +85,8 @@ uint32_t payload_len(const OpInfo& i) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    fprintf(stderr, "usage: %s OUT.pcap\n", argv[0]);
+  if (argc != 2 && argc != 3) {
+    fprintf(stderr, "usage: %s OUT.pcap [RAW_DIR]\n", argv[0]);
     return 2;
   }
   pcap_t* dead = pcap_open_dead(DLT_EN10MB, 65535);
@@ -143,6 +145,13 @@ int main(int argc, char** argv) {
     h.ts.tv_usec = int(frames);
     h.caplen = h.len = uint32_t(14 + 20 + 8 + n + kIcrcBytes);
     pcap_dump(reinterpret_cast<u_char*>(out), &h, frame);
+    if (argc == 3) {
+      char name[512];
+      snprintf(name, sizeof(name), "%s/%02u-%s", argv[2], frames, info->name);
+      FILE* f = fopen(name, "wb");
+      if (!f || fwrite(ib, 1, n + kIcrcBytes, f) != n + kIcrcBytes) return false;
+      fclose(f);
+    }
     ++frames;
     return true;
   };
