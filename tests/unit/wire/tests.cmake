@@ -1,17 +1,14 @@
 # The RoCE v2 wire codec (src/wire): unit tests, and the codec's packets
 # checked by the independent checker in ../shared/wire (label: protocol).
-find_package(PkgConfig REQUIRED)
-pkg_check_modules(PCAP REQUIRED IMPORTED_TARGET libpcap)
-
 set(UROCE_WIRE_SAMPLES ${PROJECT_SOURCE_DIR}/../shared/wire)
 
 uroce_gtest(wire_packet_test LABEL unit TIMEOUT 30
             SOURCES ${CMAKE_CURRENT_LIST_DIR}/packet_test.cc ${CMAKE_CURRENT_LIST_DIR}/captures_test.cc)
-target_link_libraries(wire_packet_test PRIVATE uroce_wire PkgConfig::PCAP)
+target_link_libraries(wire_packet_test PRIVATE uroce_wire)
 set_property(TEST wire_packet_test APPEND PROPERTY ENVIRONMENT "UROCE_WIRE_SAMPLES=${UROCE_WIRE_SAMPLES}/samples")
 
 add_executable(wire_write_samples ${CMAKE_CURRENT_LIST_DIR}/write_samples.cc)
-target_link_libraries(wire_write_samples PRIVATE uroce_wire PkgConfig::PCAP)
+target_link_libraries(wire_write_samples PRIVATE uroce_wire)
 add_test(NAME wire_samples_roce_check
          COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/check_samples.sh $<TARGET_FILE:wire_write_samples>
                  ${UROCE_WIRE_SAMPLES})

@@ -6,7 +6,6 @@
 // With RAW_DIR, each frame's UDP payload (BTH .. ICRC) also goes to a file
 // there: the seed corpus of the wire_decode fuzz target.
 #include <arpa/inet.h>
-#include <pcap/pcap.h>
 
 #include <cstdio>
 #include <cstring>
@@ -16,6 +15,7 @@
 #include "wire/ipv4.h"
 #include "wire/opcodes.h"
 #include "wire/packet.h"
+#include "wire/pcap_writer.h"
 
 using namespace uroce::wire;
 
@@ -89,10 +89,9 @@ int main(int argc, char** argv) {
     fprintf(stderr, "usage: %s OUT.pcap [RAW_DIR]\n", argv[0]);
     return 2;
   }
-  pcap_t* dead = pcap_open_dead(DLT_EN10MB, 65535);
-  pcap_dumper_t* out = pcap_dump_open(dead, argv[1]);
-  if (!out) {
-    fprintf(stderr, "%s\n", pcap_geterr(dead));
+  auto out = PcapWriter::open(argv[1]);
+  if (!out.is_ok()) {
+    fprintf(stderr, "%s: %s\n", argv[1], strerror(out.err()));
     return 1;
   }
   std::vector<uint8_t> data(kPmtu);
@@ -123,28 +122,21 @@ int main(int argc, char** argv) {
     p.qkey = 0x11111111;
     p.src_qp = qp_base + 0x10;
     p.xrc_srqn = 0x000044;
-    uint8_t frame[14 + 20 + 8 + 4096];
-    uint8_t* ib = frame + 14 + 20 + 8;
-    const size_t n = encode(p, ib, sizeof(frame) - 14 - 20 - 8 - kIcrcBytes);
+    uint8_t frame[20 + 8 + 4096];
+    uint8_t* ib = frame + 20 + 8;
+    const size_t n = encode(p, ib, sizeof(frame) - 20 - 8 - kIcrcBytes);
     if (!n) return false;
     Ipv4UdpFields f;
     f.src = htonl(st.response ? 0x0a000002 : 0x0a000001);
     f.dst = htonl(st.response ? 0x0a000001 : 0x0a000002);
     f.sport = uint16_t(0xc000 | (p.bth.dest_qp & 0x3fff));
-    uint8_t* ip = frame + 14;
+    uint8_t* ip = frame;
     uint8_t* udp = ip + 20;
     build_ipv4_udp(f, n + kIcrcBytes, nullptr, ip, udp);
     put_icrc(ib + n, icrc({ip, 20}, {udp, 8}, {ib, n}));
     build_ipv4_udp(f, n + kIcrcBytes, ib, ip, udp);  // now with the UDP checksum over the final bytes
-    memcpy(frame,
-           st.response ? "\x02\x00\x00\x00\x00\x01\x02\x00\x00\x00\x00\x02\x08\x00"
-                       : "\x02\x00\x00\x00\x00\x02\x02\x00\x00\x00\x00\x01\x08\x00",
-           14);
-    pcap_pkthdr h{};
-    h.ts.tv_sec = 1700000000;
-    h.ts.tv_usec = int(frames);
-    h.caplen = h.len = uint32_t(14 + 20 + 8 + n + kIcrcBytes);
-    pcap_dump(reinterpret_cast<u_char*>(out), &h, frame);
+    out.value()->write({frame, 28}, {ib, n + kIcrcBytes}, 1700000000ull * 1000000000ull + frames * 1000ull,
+                       !st.response);
     if (argc == 3) {
       char name[512];
       snprintf(name, sizeof(name), "%s/%02u-%s", argv[2], frames, info->name);
@@ -168,8 +160,7 @@ int main(int argc, char** argv) {
   if (!emit(Service::kUd, Step{kSendOnly, false, 1}, qp) ||
       !emit(Service::kUd, Step{kSendOnlyImm, false, 2}, qp))
     return 1;
-  pcap_dump_close(out);
-  pcap_close(dead);
+  out.value().reset();  // closes the file
   printf("%u frames\n", frames);
   return 0;
 }
