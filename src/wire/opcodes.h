@@ -155,30 +155,33 @@ constexpr std::array<OpInfo, 32> make_table() {
 
 inline constexpr std::array<OpInfo, 32> kOpTable = detail::make_table();
 
-/// The table entry for a full opcode, or nullptr if this codec does not know
-/// it (RD, reserved, manufacturer-specific, and CNP, which has its own path).
-constexpr const OpInfo* op_info(uint8_t opc) {
+/// True if this codec knows the full opcode (not RD, reserved,
+/// manufacturer-specific, or CNP, which has its own path). (No pointer
+/// comparisons here: GCC's sanitizers make them non-constant.)
+constexpr bool op_known(uint8_t opc) {
   const uint8_t service = opc >> 5;
-  if (service > uint8_t(Service::kXrc)) return nullptr;
+  if (service > uint8_t(Service::kXrc)) return false;
   const OpInfo& i = kOpTable[opc & 0x1f];
-  if (!i.name || !(i.services & (1u << service))) return nullptr;
-  return &i;
+  return i.services & (1u << service);
 }
+
+/// The table entry for a full opcode, or nullptr if op_known() says no.
+constexpr const OpInfo* op_info(uint8_t opc) { return op_known(opc) ? &kOpTable[opc & 0x1f] : nullptr; }
 
 /// All extended headers a packet with this opcode carries, service headers included.
 constexpr uint16_t headers_of(uint8_t opc) {
-  const OpInfo* i = op_info(opc);
-  if (!i) return 0;
-  uint16_t h = i->hdrs;
+  if (!op_known(opc)) return 0;
+  const OpInfo& i = kOpTable[opc & 0x1f];
+  uint16_t h = i.hdrs;
   const Service s = Service(opc >> 5);
   if (s == Service::kUd) h |= kDeth;
-  if (s == Service::kXrc && (i->flags & kRequest)) h |= kXrcEth;
+  if (s == Service::kXrc && (i.flags & kRequest)) h |= kXrcEth;
   return h;
 }
 
 /// Bytes of BTH plus extended headers for this opcode (0 if unknown).
 constexpr uint32_t header_bytes(uint8_t opc) {
-  if (!op_info(opc)) return 0;
+  if (!op_known(opc)) return 0;
   uint32_t n = kBthBytes;
   const uint16_t h = headers_of(opc);
   for (Hdr x : kHdrOrder)
@@ -192,6 +195,6 @@ static_assert(header_bytes(opcode(Service::kUd, kSendOnlyImm)) == 12 + 8 + 4);
 static_assert(header_bytes(opcode(Service::kRc, kAtomicAcknowledge)) == 12 + 4 + 8);
 static_assert(header_bytes(opcode(Service::kXrc, kCompareSwap)) == 12 + 4 + 28);
 static_assert(header_bytes(opcode(Service::kXrc, kAcknowledge)) == 12 + 4);
-static_assert(!op_info(opcode(Service::kUc, kReadRequest)) && !op_info(opcode(Service::kUd, kSendFirst)));
+static_assert(!op_known(opcode(Service::kUc, kReadRequest)) && !op_known(opcode(Service::kUd, kSendFirst)));
 
 }  // namespace uroce::wire
