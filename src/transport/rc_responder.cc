@@ -1,0 +1,254 @@
+#include "transport/rc_responder.h"
+
+#include <algorithm>
+
+#include "transport/psn.h"
+
+namespace uroce::transport {
+
+using namespace uroce::wire;
+using core::AsyncEvent;
+using core::WcStatus;
+
+wire::Packet RcResponder::response(uint8_t op, uint32_t psn) const {
+  Packet r;
+  r.bth.opcode = opcode(Service::kRc, Op(op));
+  r.bth.dest_qp = cfg_.dest_qp;
+  r.bth.psn = psn & kPsnMask;
+  return r;
+}
+
+void RcResponder::ack(uint32_t psn) {
+  Packet r = response(kAcknowledge, psn);
+  r.syndrome = syndrome_ack(kCreditsInvalid);
+  r.msn = msn_;
+  ++stats_.acks;
+  env_->send(r);
+}
+
+void RcResponder::nak(uint32_t psn, uint8_t syndrome) {
+  Packet r = response(kAcknowledge, psn);
+  r.syndrome = syndrome;
+  r.msn = msn_;
+  env_->send(r);
+}
+
+void RcResponder::fail(uint32_t psn, NakCode code, AsyncEvent ev) {
+  nak(psn, syndrome_nak(code));
+  failed_ = true;
+  env_->qp_error(ev);
+}
+
+void RcResponder::remember(const Replay& r) {
+  replay_.push_back(r);
+  while (replay_.size() > std::max<uint32_t>(cfg_.max_dest_rd_atomic, 1)) replay_.pop_front();
+}
+
+void RcResponder::on_request(const Packet& p) {
+  if (failed_) {
+    ++stats_.dropped;  // a QP in ERR answers nothing
+    return;
+  }
+  ++stats_.packets;
+  const OpInfo* info = op_info(p.bth.opcode);
+  if (!info || !(info->flags & kRequest) || (p.bth.opcode >> 5) != uint8_t(Service::kRc)) {
+    ++stats_.dropped;
+    return;
+  }
+  const int32_t d = psn_diff(p.bth.psn, epsn_);
+  if (d < 0) {
+    ++stats_.duplicates;
+    duplicate(p, *info);
+    return;
+  }
+  if (d > 0) {
+    // 9.7.5.1.1: a gap. NAK it once; after an RNR NAK the requester resends
+    // from epsn_ anyway, so what follows it is dropped quietly.
+    if (!seq_nak_sent_ && !rnr_pending_) {
+      nak(epsn_, syndrome_nak(NakCode::kPsnSequenceError));
+      seq_nak_sent_ = true;
+      ++stats_.seq_naks;
+    } else {
+      ++stats_.dropped;
+    }
+    return;
+  }
+  seq_nak_sent_ = false;
+  rnr_pending_ = false;
+  const uint8_t op = p.bth.opcode & 0x1f;
+  if (!opcode_follows(prev_op_, op)) {
+    fail(p.bth.psn, NakCode::kInvalidRequest, AsyncEvent::kQpReqErr);  // 9.7.5.1.1 C9-90
+    return;
+  }
+  execute(p, *info);
+}
+
+void RcResponder::execute(const Packet& p, const OpInfo& info) {
+  if (info.flags & kSendOp) return do_send(p, info);
+  if (info.flags & kWriteOp) return do_write(p, info);
+  if (info.flags & kReadOp) return do_read(p);
+  if (info.flags & kAtomicOp) return do_atomic(p);
+  ++stats_.dropped;
+}
+
+void RcResponder::do_send(const Packet& p, const OpInfo& info) {
+  const uint8_t op = p.bth.opcode & 0x1f;
+  if (info.flags & (kFirst | kOnly)) {
+    if (!env_->claim_recv(&recv_)) {
+      // 9.7.5.2.8: no receive WQE: RNR NAK; the requester retries the message.
+      nak(p.bth.psn, syndrome_rnr_nak(cfg_.min_rnr_timer));
+      rnr_pending_ = true;
+      ++stats_.rnr_naks;
+      return;
+    }
+    recv_offset_ = 0;
+  }
+  Access a = env_->place_recv(recv_, recv_offset_, p.payload);
+  if (a != Access::kOk) {
+    // A message longer than the receive buffers (or buffers the QP cannot
+    // write): the receive completes in error and the request is invalid.
+    env_->complete_recv(recv_, a == Access::kLengthError ? WcStatus::kLocLenErr : WcStatus::kLocProtErr, 0,
+                        {});
+    fail(p.bth.psn, a == Access::kLengthError ? NakCode::kInvalidRequest : NakCode::kRemoteOperationalError,
+         a == Access::kLengthError ? AsyncEvent::kQpReqErr : AsyncEvent::kQpAccessErr);
+    return;
+  }
+  recv_offset_ += p.payload.size();
+  epsn_ = psn_add(epsn_, 1);
+  prev_op_ = op;
+  if (info.flags & (kLast | kOnly)) {
+    RecvInfo ri;
+    ri.has_imm = info.flags & kHasImm;
+    ri.imm = p.imm;
+    ri.has_inv = info.flags & kHasInv;
+    ri.inv_rkey = p.inv_rkey;
+    msn_ = psn_add(msn_, 1);
+    env_->complete_recv(recv_, WcStatus::kSuccess, uint32_t(recv_offset_), ri);
+  }
+  if (p.bth.ack_req) ack(p.bth.psn);
+}
+
+void RcResponder::do_write(const Packet& p, const OpInfo& info) {
+  const uint8_t op = p.bth.opcode & 0x1f;
+  if (info.flags & (kFirst | kOnly)) {
+    write_va_ = p.va;
+    write_rkey_ = p.rkey;
+    write_left_ = p.dma_len;
+    write_at_ = nullptr;
+    if (p.dma_len) {
+      write_at_ = env_->remote_memory(p.rkey, p.va, p.dma_len, core::access::kRemoteWrite);
+      if (!write_at_) {
+        fail(p.bth.psn, NakCode::kRemoteAccessError, AsyncEvent::kQpAccessErr);  // 9.7.5.1.3
+        return;
+      }
+    }
+  }
+  // 9.7.5.1.3 C9-??: the packets must carry exactly the RETH's DMA length.
+  const bool ends = info.flags & (kLast | kOnly);
+  if (p.payload.size() > write_left_ || (ends && p.payload.size() != write_left_)) {
+    fail(p.bth.psn, NakCode::kInvalidRequest, AsyncEvent::kQpReqErr);
+    return;
+  }
+  RecvTarget imm_recv{};
+  if (ends && (info.flags & kHasImm) && !env_->claim_recv(&imm_recv)) {
+    nak(p.bth.psn, syndrome_rnr_nak(cfg_.min_rnr_timer));
+    rnr_pending_ = true;
+    ++stats_.rnr_naks;
+    return;  // nothing written: the retry writes the same bytes
+  }
+  if (!p.payload.empty()) {
+    std::copy(p.payload.begin(), p.payload.end(), write_at_);
+    write_at_ += p.payload.size();
+  }
+  write_left_ -= p.payload.size();
+  epsn_ = psn_add(epsn_, 1);
+  prev_op_ = op;
+  if (ends) {
+    msn_ = psn_add(msn_, 1);
+    if (info.flags & kHasImm) {
+      RecvInfo ri;
+      ri.opcode = core::WcOpcode::kRecvRdmaWithImm;
+      ri.has_imm = true;
+      ri.imm = p.imm;
+      env_->complete_recv(imm_recv, WcStatus::kSuccess, 0, ri);
+    }
+  }
+  if (p.bth.ack_req) ack(p.bth.psn);
+}
+
+bool RcResponder::read_responses(uint32_t first_psn, uint64_t va, uint32_t rkey, uint32_t len, uint32_t msn) {
+  const uint8_t* src = len ? env_->remote_memory(rkey, va, len, core::access::kRemoteRead) : nullptr;
+  if (len && !src) return false;
+  const uint32_t n = packets_for(MsgKind::kReadResponse, len, cfg_.pmtu);
+  for (uint32_t i = 0; i < n; ++i) {
+    PacketSpan s = packet_of(MsgKind::kReadResponse, len, cfg_.pmtu, i);
+    Packet r = response(s.op, psn_add(first_psn, i));
+    r.syndrome = syndrome_ack(kCreditsInvalid);
+    r.msn = msn;
+    if (src) r.payload = std::span<const uint8_t>(src + s.offset, s.len);
+    env_->send(r);
+  }
+  return true;
+}
+
+void RcResponder::do_read(const Packet& p) {
+  if (!read_responses(p.bth.psn, p.va, p.rkey, p.dma_len, psn_add(msn_, 1))) {
+    fail(p.bth.psn, NakCode::kRemoteAccessError, AsyncEvent::kQpAccessErr);
+    return;
+  }
+  msn_ = psn_add(msn_, 1);
+  remember(Replay{p.bth.psn, false, p.va, p.rkey, p.dma_len, 0, msn_});
+  epsn_ = psn_add(epsn_, psns_for(MsgKind::kReadRequest, p.dma_len, cfg_.pmtu));
+  prev_op_ = p.bth.opcode & 0x1f;
+}
+
+void RcResponder::do_atomic(const Packet& p) {
+  if (p.va & 7) {
+    fail(p.bth.psn, NakCode::kInvalidRequest, AsyncEvent::kQpReqErr);  // 9.4.5: 8-byte aligned
+    return;
+  }
+  uint8_t* at = env_->remote_memory(p.rkey, p.va, 8, core::access::kRemoteAtomic);
+  if (!at) {
+    fail(p.bth.psn, NakCode::kRemoteAccessError, AsyncEvent::kQpAccessErr);
+    return;
+  }
+  const bool cas = (p.bth.opcode & 0x1f) == kCompareSwap;
+  const uint64_t orig = env_->atomic(at, cas, cas ? p.compare : p.swap_add, p.swap_add);
+  msn_ = psn_add(msn_, 1);
+  remember(Replay{p.bth.psn, true, p.va, p.rkey, 8, orig, msn_});
+  Packet r = response(kAtomicAcknowledge, p.bth.psn);
+  r.syndrome = syndrome_ack(kCreditsInvalid);
+  r.msn = msn_;
+  r.atomic_orig = orig;
+  env_->send(r);
+  epsn_ = psn_add(epsn_, 1);
+  prev_op_ = p.bth.opcode & 0x1f;
+}
+
+void RcResponder::duplicate(const Packet& p, const OpInfo& info) {
+  if (info.flags & (kReadOp | kAtomicOp)) {
+    // 9.7.5.2.4 / 9.7.5.2.6: a READ is executed again (the memory may have
+    // changed; what the requester gets is what is there now); an atomic is
+    // never executed twice: its first result is sent again.
+    for (const Replay& r : replay_) {
+      if (r.psn != p.bth.psn || r.atomic != bool(info.flags & kAtomicOp)) continue;
+      if (!r.atomic) {
+        if (!read_responses(r.psn, p.va, p.rkey, p.dma_len, r.msn))
+          fail(p.bth.psn, NakCode::kRemoteAccessError, AsyncEvent::kQpAccessErr);
+      } else {
+        Packet a = response(kAtomicAcknowledge, r.psn);
+        a.syndrome = syndrome_ack(kCreditsInvalid);
+        a.msn = r.msn;
+        a.atomic_orig = r.orig;
+        env_->send(a);
+      }
+      return;
+    }
+    ++stats_.dropped;  // older than what we remember: the requester will time out
+    return;
+  }
+  // SEND / WRITE already executed: acknowledge what has been received so far.
+  if (p.bth.ack_req) ack(psn_add(epsn_, -1));
+}
+
+}  // namespace uroce::transport

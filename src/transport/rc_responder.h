@@ -1,0 +1,132 @@
+// The responder of an RC QP on a packet link (IBA Vol. 1 9.7.5): checks each
+// request packet's PSN against the expected PSN, executes new requests
+// (SEND into receive WQEs, RDMA WRITE, RDMA READ, atomics), answers
+// duplicates (re-ACK; READ re-executed; atomics from a replay cache), and
+// sends ACKs and NAKs (PSN sequence error once per gap, RNR with the QP's
+// timer, invalid request, remote access, remote operational).
+// Pure: memory, receive queues and the wire are behind ResponderEnv, so
+// protocol tests drive it with crafted packets.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <span>
+
+#include "core/types.h"
+#include "transport/packetizer.h"
+#include "wire/packet.h"
+
+namespace uroce::transport {
+
+/// A claimed receive WQE, as the environment identifies it.
+struct RecvTarget {
+  uint64_t wr_id = 0;
+  uint64_t handle = 0;  // the environment's own reference
+};
+
+/// What arrived with a completed SEND / WRITE_WITH_IMM.
+struct RecvInfo {
+  core::WcOpcode opcode = core::WcOpcode::kRecv;
+  uint32_t imm = 0;  // network order
+  bool has_imm = false;
+  bool has_inv = false;
+  uint32_t inv_rkey = 0;
+};
+
+enum class Access {
+  kOk,
+  kAccessError,  // bad R_Key, range or rights: NAK remote access error
+  kInvalid,      // e.g. a misaligned atomic: NAK invalid request
+  kLengthError,  // a SEND longer than the receive buffers
+};
+
+class ResponderEnv {
+ public:
+  virtual ~ResponderEnv() = default;
+  /// Claims the next receive WQE; false if none is posted (RNR).
+  virtual bool claim_recv(RecvTarget* out) = 0;
+  /// Places bytes of a SEND at `offset` of the claimed receive's buffers.
+  virtual Access place_recv(const RecvTarget& r, uint64_t offset, std::span<const uint8_t> bytes) = 0;
+  virtual void complete_recv(const RecvTarget& r, core::WcStatus st, uint32_t byte_len,
+                             const RecvInfo& info) = 0;
+  /// Checks `rkey` for [va, va+len) with `need` (core::access bits, and the
+  /// QP's own access flags); returns where those bytes are in this process.
+  virtual uint8_t* remote_memory(uint32_t rkey, uint64_t va, uint64_t len, uint32_t need) = 0;
+  /// An 8-byte atomic at `at` (already checked), atomic against the device's other atomics.
+  virtual uint64_t atomic(uint8_t* at, bool compare_swap, uint64_t compare_add, uint64_t swap) = 0;
+  /// Sends a response packet (ACK, NAK, READ response, atomic ACK); the
+  /// payload span is only valid during the call.
+  virtual void send(wire::Packet& p) = 0;
+  /// A responder error moved the QP to ERR (the environment flushes and
+  /// raises the async event).
+  virtual void qp_error(core::AsyncEvent ev) = 0;
+};
+
+struct ResponderConfig {
+  uint32_t pmtu = 1024;
+  uint32_t dest_qp = 0;              // the requester's QPN: BTH.DestQP of our responses
+  uint32_t epsn = 0;                 // rq_psn from ibv_modify_qp
+  uint8_t min_rnr_timer = 0;         // IB encoding, sent in RNR NAKs
+  uint32_t max_dest_rd_atomic = 16;  // READ / atomic requests remembered for duplicates
+};
+
+struct ResponderStats {
+  uint64_t packets = 0, duplicates = 0, seq_naks = 0, rnr_naks = 0, dropped = 0, acks = 0;
+};
+
+class RcResponder {
+ public:
+  RcResponder(const ResponderConfig& cfg, ResponderEnv* env) : cfg_(cfg), env_(env), epsn_(cfg.epsn) {}
+  /// One decoded request packet addressed to this QP.
+  void on_request(const wire::Packet& p);
+
+  uint32_t epsn() const { return epsn_; }
+  uint32_t msn() const { return msn_; }
+  bool failed() const { return failed_; }
+  const ResponderStats& stats() const { return stats_; }
+
+ private:
+  struct Replay {  // a READ or atomic request, kept to answer its duplicates
+    uint32_t psn;
+    bool atomic;
+    uint64_t va;
+    uint32_t rkey, len;
+    uint64_t orig;  // atomics: the value returned the first time
+    uint32_t msn;
+  };
+
+  void execute(const wire::Packet& p, const wire::OpInfo& info);
+  void duplicate(const wire::Packet& p, const wire::OpInfo& info);
+  void do_send(const wire::Packet& p, const wire::OpInfo& info);
+  void do_write(const wire::Packet& p, const wire::OpInfo& info);
+  void do_read(const wire::Packet& p);
+  void do_atomic(const wire::Packet& p);
+  /// Sends the response packets of a READ; false (nothing sent) if the range fails its checks.
+  bool read_responses(uint32_t first_psn, uint64_t va, uint32_t rkey, uint32_t len, uint32_t msn);
+  void ack(uint32_t psn);
+  void nak(uint32_t psn, uint8_t syndrome);
+  /// NAK + QP error for a request the responder cannot execute.
+  void fail(uint32_t psn, wire::NakCode code, core::AsyncEvent ev);
+  void remember(const Replay& r);
+  wire::Packet response(uint8_t op, uint32_t psn) const;
+
+  ResponderConfig cfg_;
+  ResponderEnv* env_;
+  uint32_t epsn_;
+  uint32_t msn_ = 0;
+  uint8_t prev_op_ = kNoPrev;  // last request opcode executed (Op bits)
+  bool seq_nak_sent_ = false;  // one PSN-sequence NAK per gap
+  bool rnr_pending_ = false;   // an RNR NAK was sent for epsn_: later packets are dropped quietly
+  bool failed_ = false;
+  // The message in progress.
+  RecvTarget recv_{};
+  uint64_t recv_offset_ = 0;
+  uint64_t write_va_ = 0;
+  uint32_t write_rkey_ = 0;
+  uint64_t write_left_ = 0;
+  uint8_t* write_at_ = nullptr;
+  std::deque<Replay> replay_;
+  ResponderStats stats_;
+};
+
+}  // namespace uroce::transport

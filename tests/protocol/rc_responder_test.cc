@@ -1,0 +1,311 @@
+// The RC responder (src/transport/rc_responder) driven by crafted request
+// packets: what it writes, completes and answers for new requests,
+// duplicates, gaps, missing receive WQEs and bad requests (IBA Vol. 1 9.7.5).
+#include "transport/rc_responder.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <deque>
+#include <vector>
+
+#include "transport/psn.h"
+
+namespace uroce::transport {
+namespace {
+
+using namespace uroce::wire;
+using core::AsyncEvent;
+using core::WcStatus;
+
+constexpr uint32_t kRkey = 0x1000;
+constexpr uint64_t kVa = 0x10000;
+constexpr uint32_t kPmtu = 256;
+
+/// Memory, receive buffers and the wire of a fake target QP.
+class FakeEnv : public ResponderEnv {
+ public:
+  std::vector<uint8_t> mem = std::vector<uint8_t>(4096);
+  uint32_t rights = core::access::kRemoteWrite | core::access::kRemoteRead | core::access::kRemoteAtomic;
+  std::deque<std::vector<uint8_t>> posted;  // receive buffers, oldest first
+  struct Completion {
+    uint64_t wr_id;
+    WcStatus st;
+    uint32_t len;
+    RecvInfo info;
+    std::vector<uint8_t> data;
+  };
+  std::vector<Completion> done;
+  struct Sent {
+    uint8_t op;
+    uint32_t psn;
+    uint8_t syndrome;
+    uint32_t msn;
+    uint64_t orig;
+    std::vector<uint8_t> payload;
+  };
+  std::vector<Sent> sent;
+  std::vector<AsyncEvent> errors;
+  std::vector<std::vector<uint8_t>> claimed;
+  uint64_t next_wr = 1;
+
+  bool claim_recv(RecvTarget* out) override {
+    if (posted.empty()) return false;
+    claimed.push_back(posted.front());
+    posted.pop_front();
+    out->wr_id = next_wr++;
+    out->handle = claimed.size() - 1;
+    return true;
+  }
+  Access place_recv(const RecvTarget& r, uint64_t off, std::span<const uint8_t> b) override {
+    auto& buf = claimed[r.handle];
+    if (off + b.size() > buf.size()) return Access::kLengthError;
+    std::copy(b.begin(), b.end(), buf.begin() + long(off));
+    return Access::kOk;
+  }
+  void complete_recv(const RecvTarget& r, WcStatus st, uint32_t len, const RecvInfo& info) override {
+    std::vector<uint8_t> d = claimed[r.handle];
+    d.resize(std::min<size_t>(len, d.size()));
+    done.push_back({r.wr_id, st, len, info, d});
+  }
+  uint8_t* remote_memory(uint32_t rkey, uint64_t va, uint64_t len, uint32_t need) override {
+    if (rkey != kRkey || (rights & need) != need || va < kVa || va - kVa + len > mem.size()) return nullptr;
+    return mem.data() + (va - kVa);
+  }
+  uint64_t atomic(uint8_t* at, bool cas, uint64_t cmp_add, uint64_t swap) override {
+    uint64_t v;
+    memcpy(&v, at, 8);
+    uint64_t next = cas ? (v == cmp_add ? swap : v) : v + cmp_add;
+    memcpy(at, &next, 8);
+    return v;
+  }
+  void send(Packet& p) override {
+    sent.push_back({uint8_t(p.bth.opcode & 0x1f), p.bth.psn, p.syndrome, p.msn, p.atomic_orig,
+                    std::vector<uint8_t>(p.payload.begin(), p.payload.end())});
+  }
+  void qp_error(AsyncEvent ev) override { errors.push_back(ev); }
+};
+
+class RcResponderTest : public ::testing::Test {
+ protected:
+  FakeEnv env;
+  ResponderConfig cfg{kPmtu, 0x77, 100, 12, 4};
+  RcResponder r{cfg, &env};
+  std::vector<uint8_t> data = [] {
+    std::vector<uint8_t> d(2000);
+    for (size_t i = 0; i < d.size(); ++i) d[i] = uint8_t(i * 11 + 5);
+    return d;
+  }();
+
+  Packet req(Op op, uint32_t psn, size_t off = 0, size_t len = 0, bool ack = false) {
+    Packet p;
+    p.bth.opcode = opcode(Service::kRc, op);
+    p.bth.psn = psn & kPsnMask;
+    p.bth.ack_req = ack;
+    p.payload = std::span<const uint8_t>(data.data() + off, len);
+    return p;
+  }
+  /// All packets of a message (as the requester's packetizer makes them).
+  std::vector<Packet> message(MsgKind k, uint32_t psn, uint32_t len, uint64_t va = kVa) {
+    std::vector<Packet> v;
+    const uint32_t n = packets_for(k, len, kPmtu);
+    for (uint32_t i = 0; i < n; ++i) {
+      PacketSpan s = packet_of(k, len, kPmtu, i);
+      Packet p = req(s.op, psn + i, s.offset, s.len, s.last);
+      p.va = va;
+      p.rkey = kRkey;
+      p.dma_len = len;
+      v.push_back(p);
+    }
+    return v;
+  }
+  void deliver(const std::vector<Packet>& v) {
+    for (const Packet& p : v) r.on_request(p);
+  }
+};
+
+TEST_F(RcResponderTest, SendOfSeveralPacketsCompletesOnceAndIsAcked) {
+  env.posted.emplace_back(1000);
+  deliver(message(MsgKind::kSend, 100, 600));  // 256 + 256 + 88
+  ASSERT_EQ(env.done.size(), 1u);
+  EXPECT_EQ(env.done[0].st, WcStatus::kSuccess);
+  EXPECT_EQ(env.done[0].len, 600u);
+  EXPECT_EQ(memcmp(env.done[0].data.data(), data.data(), 600), 0);
+  ASSERT_EQ(env.sent.size(), 1u);  // only the LAST asked for an ACK
+  EXPECT_EQ(env.sent[0].op, kAcknowledge);
+  EXPECT_EQ(env.sent[0].psn, 102u);
+  EXPECT_EQ(ack_type(env.sent[0].syndrome), AckType::kAck);
+  EXPECT_EQ(env.sent[0].msn, 1u);
+  EXPECT_EQ(r.epsn(), 103u);
+}
+
+TEST_F(RcResponderTest, NoReceiveMeansRnrNakThenTheRetrySucceeds) {
+  auto m = message(MsgKind::kSendImm, 100, 300);
+  m.back().imm = 0x01020304;
+  deliver(m);
+  ASSERT_EQ(env.sent.size(), 1u);
+  EXPECT_EQ(ack_type(env.sent[0].syndrome), AckType::kRnrNak);
+  EXPECT_EQ(ack_value(env.sent[0].syndrome), 12);  // min_rnr_timer
+  EXPECT_EQ(env.sent[0].psn, 100u);
+  EXPECT_EQ(r.stats().seq_naks, 0u) << "packets after the RNR are dropped quietly";
+  env.posted.emplace_back(512);
+  deliver(m);
+  ASSERT_EQ(env.done.size(), 1u);
+  EXPECT_TRUE(env.done[0].info.has_imm);
+  EXPECT_EQ(env.done[0].info.imm, 0x01020304u);
+  EXPECT_EQ(env.sent.back().psn, 101u);
+}
+
+TEST_F(RcResponderTest, AGapIsNakedOnceAndTheResendIsAccepted) {
+  env.posted.emplace_back(100);
+  env.posted.emplace_back(100);
+  r.on_request(req(kSendOnly, 101, 0, 10, true));  // 100 was lost
+  r.on_request(req(kSendOnly, 102, 0, 10, true));
+  ASSERT_EQ(env.sent.size(), 1u);
+  EXPECT_EQ(env.sent[0].syndrome, syndrome_nak(NakCode::kPsnSequenceError));
+  EXPECT_EQ(env.sent[0].psn, 100u);  // the PSN expected
+  EXPECT_TRUE(env.done.empty());
+  r.on_request(req(kSendOnly, 100, 0, 10, true));
+  r.on_request(req(kSendOnly, 101, 20, 10, true));
+  EXPECT_EQ(env.done.size(), 2u);
+  EXPECT_EQ(r.epsn(), 102u);
+}
+
+TEST_F(RcResponderTest, DuplicatesAreAckedNotExecutedAgain) {
+  env.posted.emplace_back(100);
+  env.posted.emplace_back(100);
+  r.on_request(req(kSendOnly, 100, 0, 10, true));
+  r.on_request(req(kSendOnly, 100, 0, 10, true));  // its ACK was lost; resent
+  EXPECT_EQ(env.done.size(), 1u);
+  ASSERT_EQ(env.sent.size(), 2u);
+  EXPECT_EQ(env.sent[1].op, kAcknowledge);
+  EXPECT_EQ(env.sent[1].psn, 100u);
+  EXPECT_EQ(env.posted.size(), 1u);
+}
+
+TEST_F(RcResponderTest, WriteLandsExactlyAndLengthOrKeyErrorsFail) {
+  deliver(message(MsgKind::kWrite, 100, 700, kVa + 5));
+  EXPECT_EQ(memcmp(env.mem.data() + 5, data.data(), 700), 0);
+  EXPECT_EQ(env.mem[4], 0);
+  EXPECT_EQ(env.mem[705], 0);
+  EXPECT_EQ(env.sent.back().psn, 102u);
+  EXPECT_TRUE(env.errors.empty());
+  // A WRITE whose packets carry less than its DMA length: invalid request.
+  auto short_write = message(MsgKind::kWrite, 103, 300);
+  short_write.back().payload = short_write.back().payload.first(10);
+  deliver(short_write);
+  EXPECT_EQ(env.sent.back().syndrome, syndrome_nak(NakCode::kInvalidRequest));
+  ASSERT_EQ(env.errors.size(), 1u);
+  EXPECT_EQ(env.errors[0], AsyncEvent::kQpReqErr);
+  EXPECT_TRUE(r.failed());
+}
+
+TEST_F(RcResponderTest, BadRkeyIsRemoteAccessNak) {
+  auto m = message(MsgKind::kWrite, 100, 10);
+  m[0].rkey = 0x2000;
+  deliver(m);
+  EXPECT_EQ(env.sent.back().syndrome, syndrome_nak(NakCode::kRemoteAccessError));
+  EXPECT_EQ(env.errors.back(), AsyncEvent::kQpAccessErr);
+  r.on_request(req(kSendOnly, 101, 0, 1, true));  // a QP in ERR answers nothing more
+  EXPECT_EQ(env.sent.size(), 1u);
+}
+
+TEST_F(RcResponderTest, ReadIsAnsweredInPmtuPiecesAndReexecutedWhenDuplicated) {
+  for (size_t i = 0; i < env.mem.size(); ++i) env.mem[i] = uint8_t(i);
+  Packet rd = req(kReadRequest, 100);
+  rd.va = kVa + 3;
+  rd.rkey = kRkey;
+  rd.dma_len = 600;
+  r.on_request(rd);
+  ASSERT_EQ(env.sent.size(), 3u);
+  EXPECT_EQ(env.sent[0].op, kReadResponseFirst);
+  EXPECT_EQ(env.sent[1].op, kReadResponseMiddle);
+  EXPECT_EQ(env.sent[2].op, kReadResponseLast);
+  std::vector<uint8_t> got;
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(env.sent[i].psn, 100u + i);
+    got.insert(got.end(), env.sent[i].payload.begin(), env.sent[i].payload.end());
+  }
+  ASSERT_EQ(got.size(), 600u);
+  EXPECT_EQ(memcmp(got.data(), env.mem.data() + 3, 600), 0);
+  EXPECT_EQ(r.epsn(), 103u);  // a READ takes one PSN per response packet
+  env.mem[3] = 0xee;          // changed since: the duplicate READ sees it
+  r.on_request(rd);
+  ASSERT_EQ(env.sent.size(), 6u);
+  EXPECT_EQ(env.sent[3].psn, 100u);
+  EXPECT_EQ(env.sent[3].payload[0], 0xee);
+  // A READ outside the region: remote access NAK, nothing read.
+  Packet far = req(kReadRequest, 103);
+  far.va = kVa + 4000;
+  far.rkey = kRkey;
+  far.dma_len = 600;
+  r.on_request(far);
+  ASSERT_EQ(env.sent.size(), 7u);
+  EXPECT_EQ(env.sent.back().syndrome, syndrome_nak(NakCode::kRemoteAccessError));
+  EXPECT_TRUE(env.sent.back().payload.empty());
+}
+
+TEST_F(RcResponderTest, AtomicsExecuteOnceAndDuplicatesGetTheFirstResult) {
+  uint64_t v = 40;
+  memcpy(env.mem.data() + 8, &v, 8);
+  Packet fa = req(kFetchAdd, 100);
+  fa.va = kVa + 8;
+  fa.rkey = kRkey;
+  fa.swap_add = 2;
+  r.on_request(fa);
+  r.on_request(fa);  // duplicate: not added twice
+  memcpy(&v, env.mem.data() + 8, 8);
+  EXPECT_EQ(v, 42u);
+  ASSERT_EQ(env.sent.size(), 2u);
+  for (auto& s : env.sent) {
+    EXPECT_EQ(s.op, kAtomicAcknowledge);
+    EXPECT_EQ(s.orig, 40u);
+    EXPECT_EQ(s.psn, 100u);
+  }
+  Packet cas = req(kCompareSwap, 101);
+  cas.va = kVa + 8;
+  cas.rkey = kRkey;
+  cas.compare = 42;
+  cas.swap_add = 7;
+  r.on_request(cas);
+  memcpy(&v, env.mem.data() + 8, 8);
+  EXPECT_EQ(v, 7u);
+  Packet bad = cas;
+  bad.bth.psn = 102;
+  bad.va = kVa + 4;  // not 8-byte aligned
+  r.on_request(bad);
+  EXPECT_EQ(env.sent.back().syndrome, syndrome_nak(NakCode::kInvalidRequest));
+}
+
+TEST_F(RcResponderTest, OutOfSequenceOpcodeIsInvalidRequest) {
+  env.posted.emplace_back(1000);
+  r.on_request(req(kSendFirst, 100, 0, kPmtu));
+  r.on_request(req(kWriteLast, 101, 0, 10, true));  // a WRITE LAST inside a SEND
+  EXPECT_EQ(env.sent.back().syndrome, syndrome_nak(NakCode::kInvalidRequest));
+  EXPECT_TRUE(r.failed());
+}
+
+TEST_F(RcResponderTest, SendLongerThanTheReceiveFailsWithLengthError) {
+  env.posted.emplace_back(100);
+  deliver(message(MsgKind::kSend, 100, 300));
+  ASSERT_EQ(env.done.size(), 1u);
+  EXPECT_EQ(env.done[0].st, WcStatus::kLocLenErr);
+  EXPECT_EQ(env.sent.back().syndrome, syndrome_nak(NakCode::kInvalidRequest));
+}
+
+TEST_F(RcResponderTest, PsnsWrapAround) {
+  ResponderConfig c = cfg;
+  c.epsn = kPsnMask;  // 0xffffff
+  RcResponder w(c, &env);
+  env.posted.emplace_back(1000);
+  for (const Packet& p : message(MsgKind::kSend, kPsnMask, 600)) w.on_request(p);
+  ASSERT_EQ(env.done.size(), 1u);
+  EXPECT_EQ(w.epsn(), 2u);
+  EXPECT_EQ(env.sent.back().psn, 1u);
+  w.on_request(req(kSendOnly, kPsnMask, 0, 1, true));  // behind: a duplicate, re-ACKed
+  EXPECT_EQ(env.sent.back().psn, 1u);
+  EXPECT_EQ(w.stats().duplicates, 1u);
+}
+
+}  // namespace
+}  // namespace uroce::transport

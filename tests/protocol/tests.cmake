@@ -1,0 +1,4 @@
+# Protocol tests (label: protocol): one transport role driven by crafted
+# packets, assertions on what it writes, completes and answers.
+uroce_gtest(protocol_rc_responder_test LABEL protocol TIMEOUT 30
+            SOURCES ${CMAKE_CURRENT_LIST_DIR}/rc_responder_test.cc)
