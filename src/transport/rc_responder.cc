@@ -231,9 +231,14 @@ void RcResponder::duplicate(const Packet& p, const OpInfo& info) {
     // changed; what the requester gets is what is there now); an atomic is
     // never executed twice: its first result is sent again.
     for (const Replay& r : replay_) {
-      if (r.psn != p.bth.psn || r.atomic != bool(info.flags & kAtomicOp)) continue;
+      if (r.atomic != bool(info.flags & kAtomicOp)) continue;
+      // A READ may be asked for again from the middle (the requester lost a
+      // response packet): any PSN of the original's range names it.
+      const int32_t in = psn_diff(p.bth.psn, r.psn);
+      const uint32_t span = r.atomic ? 1 : psns_for(MsgKind::kReadRequest, r.len, cfg_.pmtu);
+      if (in < 0 || uint32_t(in) >= span) continue;
       if (!r.atomic) {
-        if (!read_responses(r.psn, p.va, p.rkey, p.dma_len, r.msn))
+        if (!read_responses(p.bth.psn, p.va, p.rkey, p.dma_len, r.msn))
           fail(p.bth.psn, NakCode::kRemoteAccessError, AsyncEvent::kQpAccessErr);
       } else {
         Packet a = response(kAtomicAcknowledge, r.psn);

@@ -1,0 +1,326 @@
+#include "transport/rc_requester.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/timers.h"
+#include "transport/psn.h"
+
+namespace uroce::transport {
+
+using namespace uroce::wire;
+using core::WcStatus;
+
+namespace {
+
+bool is_read(MsgKind k) { return k == MsgKind::kReadRequest; }
+bool is_atomic(MsgKind k) { return k == MsgKind::kCompareSwap || k == MsgKind::kFetchAdd; }
+/// Sent packets (or, for a READ, requested PSNs) that make the WQE complete.
+uint32_t total_of(MsgKind k, uint32_t npsn, uint32_t len, uint32_t pmtu) {
+  return is_read(k) ? npsn : packets_for(k, len, pmtu);
+}
+
+/// Copies message bytes [off, off+n) out of a gather list.
+void gather(const std::vector<iovec>& v, uint64_t off, uint32_t n, uint8_t* out) {
+  for (const iovec& e : v) {
+    if (!n) return;
+    if (off >= e.iov_len) {
+      off -= e.iov_len;
+      continue;
+    }
+    const size_t k = std::min<size_t>(n, e.iov_len - off);
+    memcpy(out, static_cast<const uint8_t*>(e.iov_base) + off, k);
+    out += k;
+    n -= uint32_t(k);
+    off = 0;
+  }
+}
+
+}  // namespace
+
+void RcRequester::post(SqWqe w, uint64_t now) {
+  if (failed_) {
+    env_->complete(w, WcStatus::kWrFlushErr, 0);
+    return;
+  }
+  Entry e;
+  e.w = std::move(w);
+  if (is_atomic(e.w.kind)) e.w.len = 8;
+  e.first_psn = next_psn_;
+  e.npsn = psns_for(e.w.kind, e.w.len, cfg_.pmtu);
+  next_psn_ = psn_add(next_psn_, e.npsn);
+  q_.push_back(std::move(e));
+  pump(now);
+}
+
+void RcRequester::send_packet(Entry& e, uint32_t i) {
+  const SqWqe& w = e.w;
+  const PacketSpan s = packet_of(w.kind, w.len, cfg_.pmtu, i);
+  Packet p;
+  p.bth.opcode = opcode(Service::kRc, s.op);
+  p.bth.dest_qp = cfg_.dest_qp;
+  p.bth.psn = psn_add(e.first_psn, i);
+  p.bth.ack_req = s.last || ++since_ack_req_ >= cfg_.ack_every;
+  if (p.bth.ack_req) since_ack_req_ = 0;
+  p.bth.solicited = s.last && w.solicited;
+  p.va = w.remote_va;
+  p.rkey = w.rkey;
+  p.dma_len = w.len;
+  p.imm = w.imm;
+  p.inv_rkey = w.inv_rkey;
+  if (is_atomic(w.kind)) {
+    p.swap_add = w.kind == MsgKind::kCompareSwap ? w.swap : w.compare_add;
+    p.compare = w.compare_add;
+    p.bth.ack_req = true;
+  }
+  if (s.len) {
+    scratch_.resize(s.len);
+    gather(w.local, s.offset, s.len, scratch_.data());
+    p.payload = scratch_;
+  }
+  ++stats_.packets;
+  env_->send(p);
+}
+
+void RcRequester::send_read(Entry& e, uint32_t k) {
+  // 9.7.4.1.? : a READ resumed after a loss asks for the rest only, at its PSN.
+  const uint64_t off = uint64_t(k) * cfg_.pmtu;
+  Packet p;
+  p.bth.opcode = opcode(Service::kRc, kReadRequest);
+  p.bth.dest_qp = cfg_.dest_qp;
+  p.bth.psn = psn_add(e.first_psn, k);
+  p.bth.ack_req = true;
+  p.va = e.w.remote_va + off;
+  p.rkey = e.w.rkey;
+  p.dma_len = uint32_t(e.w.len - std::min<uint64_t>(off, e.w.len));
+  ++stats_.packets;
+  env_->send(p);
+}
+
+void RcRequester::pump(uint64_t now) {
+  if (failed_ || rnr_until_) return;
+  bool sent = false;
+  bool open_reads_before = false;
+  for (Entry& e : q_) {
+    const uint32_t total = total_of(e.w.kind, e.npsn, e.w.len, cfg_.pmtu);
+    const bool rd = is_read(e.w.kind) || is_atomic(e.w.kind);
+    if (e.sent < total) {
+      if (!e.started) {
+        // 9.7.4.1.4: a fenced WQE waits for earlier READs and atomics.
+        if (e.w.fence && open_reads_before) break;
+        if (rd && reads_out_ >= std::max<uint32_t>(cfg_.max_rd_atomic, 1)) break;
+        if (rd) ++reads_out_;
+        e.started = true;
+      }
+      if (is_read(e.w.kind)) {
+        send_read(e, e.sent);
+      } else {
+        for (uint32_t i = e.sent; i < total; ++i) send_packet(e, i);
+      }
+      e.sent = total;
+      sent = true;
+    }
+    if (rd) open_reads_before = true;
+  }
+  if (sent && cfg_.timeout_ns && !deadline_) deadline_ = now + cfg_.timeout_ns;
+}
+
+void RcRequester::place(Entry& e, uint64_t off, std::span<const uint8_t> b) {
+  for (const iovec& v : e.w.local) {
+    if (b.empty()) return;
+    if (off >= v.iov_len) {
+      off -= v.iov_len;
+      continue;
+    }
+    const size_t k = std::min<size_t>(b.size(), v.iov_len - off);
+    memcpy(static_cast<uint8_t*>(v.iov_base) + off, b.data(), k);
+    b = b.subspan(k);
+    off = 0;
+  }
+}
+
+void RcRequester::ack_through(uint32_t psn, uint64_t now) {
+  bool progress = false;
+  while (!q_.empty()) {
+    Entry& e = q_.front();
+    if (!e.started || is_read(e.w.kind) || is_atomic(e.w.kind)) break;  // those complete with their data
+    const uint32_t last = psn_add(e.first_psn, e.npsn - 1);
+    if (psn_diff(psn, last) < 0) break;
+    env_->complete(e.w, WcStatus::kSuccess, e.w.len);
+    q_.pop_front();
+    progress = true;
+  }
+  if (progress) {
+    retries_ = 0;
+    rnr_retries_ = 0;
+    deadline_ = (cfg_.timeout_ns && !q_.empty() && q_.front().started) ? now + cfg_.timeout_ns : 0;
+  }
+}
+
+void RcRequester::go_back(uint32_t psn, uint64_t now) {
+  bool found = false;
+  for (Entry& e : q_) {
+    if (!e.started) break;
+    const int32_t in = psn_diff(psn, e.first_psn);
+    if (!found && in >= 0 && uint32_t(in) < e.npsn) {
+      found = true;
+      uint32_t k = uint32_t(in);
+      if (is_read(e.w.kind)) k = std::max<uint32_t>(k, uint32_t(e.read_done / cfg_.pmtu));
+      if (!is_read(e.w.kind) && !is_atomic(e.w.kind))
+        k = std::min(k, packets_for(e.w.kind, e.w.len, cfg_.pmtu));
+      e.sent = is_atomic(e.w.kind) ? 0 : k;
+      stats_.retransmits += 1;
+    } else if (found) {
+      e.sent = 0;  // sent again after the one the NAK names
+    }
+  }
+  (void)now;
+}
+
+void RcRequester::fail_front(WcStatus st) {
+  failed_ = true;
+  bool first = true;
+  while (!q_.empty()) {
+    Entry& e = q_.front();
+    if (first) e.w.signaled = true;  // errors always complete
+    env_->complete(e.w, first ? st : WcStatus::kWrFlushErr, 0);
+    first = false;
+    q_.pop_front();
+  }
+  deadline_ = rnr_until_ = 0;
+  env_->qp_error();
+}
+
+void RcRequester::on_response(const Packet& p, uint64_t now) {
+  if (failed_ || q_.empty()) {
+    ++stats_.dropped;
+    return;
+  }
+  const uint8_t op = p.bth.opcode & 0x1f;
+  const uint32_t una = q_.front().first_psn;
+  // Only PSNs of requests still outstanding mean anything (9.7.6.1.2).
+  if (psn_diff(p.bth.psn, una) < 0 || psn_diff(p.bth.psn, next_psn_) >= 0) {
+    ++stats_.dropped;
+    return;
+  }
+  if (op == kAcknowledge) {
+    switch (ack_type(p.syndrome)) {
+      case AckType::kAck:
+        ++stats_.acks;
+        ack_through(p.bth.psn, now);
+        pump(now);
+        return;
+      case AckType::kRnrNak:
+        ++stats_.rnr_naks;
+        ack_through(psn_add(p.bth.psn, -1), now);
+        if (cfg_.rnr_retry != 7 && rnr_retries_ >= cfg_.rnr_retry) {
+          fail_front(WcStatus::kRnrRetryExcErr);
+          return;
+        }
+        ++rnr_retries_;
+        go_back(p.bth.psn, now);
+        rnr_until_ = now + core::rnr_timer_ns(ack_value(p.syndrome));
+        return;
+      case AckType::kNak: {
+        ack_through(psn_add(p.bth.psn, -1), now);
+        const NakCode c = NakCode(ack_value(p.syndrome));
+        if (c == NakCode::kPsnSequenceError) {
+          ++stats_.seq_naks;
+          go_back(p.bth.psn, now);
+          pump(now);
+          return;
+        }
+        fail_front(c == NakCode::kRemoteAccessError        ? WcStatus::kRemAccessErr
+                   : c == NakCode::kRemoteOperationalError ? WcStatus::kRemOpErr
+                                                           : WcStatus::kRemInvReqErr);
+        return;
+      }
+      case AckType::kReserved:
+        ++stats_.dropped;
+        return;
+    }
+  }
+  // READ responses and atomic ACKs belong to one READ / atomic WQE and imply
+  // an ACK of every request before it (9.7.5.1.2 "implied ACK").
+  Entry* e = nullptr;
+  for (Entry& x : q_) {
+    const int32_t in = psn_diff(p.bth.psn, x.first_psn);
+    if (in >= 0 && uint32_t(in) < x.npsn) {
+      e = &x;
+      break;
+    }
+  }
+  const bool atomic_ack = op == kAtomicAcknowledge;
+  if (!e || !e->started || (atomic_ack ? !is_atomic(e->w.kind) : !is_read(e->w.kind))) {
+    ++stats_.dropped;
+    return;
+  }
+  ack_through(psn_add(e->first_psn, -1), now);
+  if (&q_.front() != e) {  // something before it is still open: not ours to finish yet
+    ++stats_.dropped;
+    return;
+  }
+  if (atomic_ack) {
+    uint64_t orig = p.atomic_orig;
+    place(*e, 0, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(&orig), 8));
+  } else {
+    const uint64_t expect = e->read_done;
+    const uint64_t at = uint64_t(uint32_t(psn_diff(p.bth.psn, e->first_psn))) * cfg_.pmtu;
+    if (at != expect) {
+      if (at > expect) {  // a response packet went missing: ask again for the rest
+        go_back(psn_add(e->first_psn, uint32_t(expect / cfg_.pmtu)), now);
+        pump(now);
+      }
+      ++stats_.dropped;
+      return;
+    }
+    place(*e, at, p.payload);
+    e->read_done += p.payload.size();
+    if (!(op == kReadResponseLast || op == kReadResponseOnly)) {
+      retries_ = 0;  // progress
+      deadline_ = cfg_.timeout_ns ? now + cfg_.timeout_ns : 0;
+      return;
+    }
+  }
+  env_->complete(e->w, WcStatus::kSuccess, e->w.len);
+  q_.pop_front();
+  if (reads_out_) --reads_out_;
+  retries_ = rnr_retries_ = 0;
+  deadline_ = (cfg_.timeout_ns && !q_.empty() && q_.front().started) ? now + cfg_.timeout_ns : 0;
+  pump(now);
+}
+
+void RcRequester::on_timer(uint64_t now) {
+  if (failed_) return;
+  if (rnr_until_ && now >= rnr_until_) {
+    rnr_until_ = 0;
+    deadline_ = cfg_.timeout_ns ? now + cfg_.timeout_ns : 0;
+    pump(now);
+    return;
+  }
+  if (!deadline_ || now < deadline_ || q_.empty()) return;
+  // 9.7.6.1.3: no progress within the local ACK timeout: retry from the oldest.
+  ++stats_.timeouts;
+  if (retries_ >= cfg_.retry_cnt) {
+    fail_front(WcStatus::kRetryExcErr);
+    return;
+  }
+  ++retries_;
+  // Retransmit everything outstanding, twice: duplicates cost nothing but
+  // bandwidth during recovery (the responder answers each), and on a lossy
+  // link a retry that needs one of two copies of the request and of its
+  // answer to get through almost never fails, so retry_cnt is spent on real
+  // outages, not on unlucky single losses.
+  for (int copy = 0; copy < 2; ++copy) {
+    go_back(q_.front().first_psn, now);
+    pump(now);
+  }
+  deadline_ = now + cfg_.timeout_ns;
+}
+
+uint64_t RcRequester::next_deadline() const {
+  if (rnr_until_) return rnr_until_;
+  return deadline_ ? deadline_ : UINT64_MAX;
+}
+
+}  // namespace uroce::transport

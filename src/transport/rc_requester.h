@@ -1,0 +1,112 @@
+// The requester and completer of an RC QP on a packet link (IBA Vol. 1
+// 9.7.1-9.7.4, 9.7.6): turns send WQEs into request packets (PSNs, PMTU
+// segments, the A bit on each message's last packet), keeps them until
+// acknowledged, and handles what comes back: ACKs (also implied by READ
+// responses and atomic ACKs), READ response data, NAKs (go back to the NAK's
+// PSN; RNR: wait the responder's timer; errors complete the WQE and move the
+// QP to ERR), and the retransmission timer with retry_cnt / rnr_retry.
+// Pure: memory, the wire, completions and time are behind RequesterEnv.
+#pragma once
+
+#include <sys/uio.h>
+
+#include <cstdint>
+#include <deque>
+#include <span>
+#include <vector>
+
+#include "core/types.h"
+#include "transport/packetizer.h"
+#include "wire/packet.h"
+
+namespace uroce::transport {
+
+/// A send WQE as the requester keeps it.
+struct SqWqe {
+  uint64_t wr_id = 0;
+  MsgKind kind = MsgKind::kSend;
+  bool signaled = true;
+  bool solicited = false;
+  bool fence = false;
+  uint32_t len = 0;          // message bytes (atomics: 8)
+  std::vector<iovec> local;  // gather list (SEND/WRITE) or scatter list (READ, atomic result)
+  uint64_t remote_va = 0;
+  uint32_t rkey = 0;
+  uint32_t imm = 0;  // network order
+  uint32_t inv_rkey = 0;
+  uint64_t compare_add = 0, swap = 0;
+};
+
+class RequesterEnv {
+ public:
+  virtual ~RequesterEnv() = default;
+  virtual void send(wire::Packet& p) = 0;
+  /// A WQE is done (`status` != success: the QP moved to ERR).
+  virtual void complete(const SqWqe& w, core::WcStatus status, uint32_t byte_len) = 0;
+  virtual void qp_error() = 0;
+};
+
+struct RequesterConfig {
+  uint32_t pmtu = 1024;
+  uint32_t dest_qp = 0;
+  uint32_t sq_psn = 0;
+  uint64_t timeout_ns = 0;  // local ACK timeout (4.096 us * 2^timeout); 0 = wait forever
+  uint8_t retry_cnt = 7;
+  uint8_t rnr_retry = 7;  // 7 = retry forever
+  uint32_t max_rd_atomic = 16;
+  uint32_t ack_every = 16;  // also ask for an ACK every this many packets of a long message
+};
+
+struct RequesterStats {
+  uint64_t packets = 0, retransmits = 0, timeouts = 0, rnr_naks = 0, seq_naks = 0, acks = 0, dropped = 0;
+};
+
+class RcRequester {
+ public:
+  RcRequester(const RequesterConfig& cfg, RequesterEnv* env) : cfg_(cfg), env_(env), next_psn_(cfg.sq_psn) {}
+  /// Queues a WQE and sends what the window allows.
+  void post(SqWqe w, uint64_t now_ns);
+  /// One decoded response packet addressed to this QP.
+  void on_response(const wire::Packet& p, uint64_t now_ns);
+  /// Retransmission and RNR timers; call at or after next_deadline().
+  void on_timer(uint64_t now_ns);
+  /// When on_timer wants to run next (UINT64_MAX: nothing pending).
+  uint64_t next_deadline() const;
+
+  bool failed() const { return failed_; }
+  size_t outstanding() const { return q_.size(); }
+  const RequesterStats& stats() const { return stats_; }
+
+ private:
+  struct Entry {
+    SqWqe w;
+    uint32_t first_psn = 0, npsn = 0;  // PSNs it occupies (a READ: one per response packet)
+    uint32_t sent = 0;                 // packets (or READ PSNs) sent so far
+    uint64_t read_done = 0;            // READ: response bytes placed
+    bool started = false;
+  };
+
+  void pump(uint64_t now);
+  void send_packet(Entry& e, uint32_t i);
+  void send_read(Entry& e, uint32_t from_psn_index);
+  void ack_through(uint32_t psn, uint64_t now);
+  void go_back(uint32_t psn, uint64_t now);
+  void fail_front(core::WcStatus st);
+  void place(Entry& e, uint64_t offset, std::span<const uint8_t> bytes);
+  bool in_flight(const Entry& e) const { return e.started; }
+
+  RequesterConfig cfg_;
+  RequesterEnv* env_;
+  std::deque<Entry> q_;     // posted and not completed, in order
+  uint32_t next_psn_;       // PSN of the next new packet
+  uint32_t reads_out_ = 0;  // READ / atomic requests outstanding
+  uint64_t deadline_ = 0;   // retransmission timer (0: off)
+  uint64_t rnr_until_ = 0;  // RNR wait (0: none)
+  uint32_t retries_ = 0, rnr_retries_ = 0;
+  uint32_t since_ack_req_ = 0;
+  bool failed_ = false;
+  std::vector<uint8_t> scratch_;
+  RequesterStats stats_;
+};
+
+}  // namespace uroce::transport
