@@ -1,0 +1,157 @@
+// The RC requester (src/transport/rc_requester) against scripted responses:
+// what it sends, and how each kind of answer — or silence — completes its
+// WQEs (IBA Vol. 1 9.7.6: retry_cnt, rnr_retry, NAK codes, flushes).
+#include "transport/rc_requester.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+namespace uroce::transport {
+namespace {
+
+using namespace uroce::wire;
+using core::WcStatus;
+
+struct Env : RequesterEnv {
+  struct Sent {
+    uint8_t op;
+    uint32_t psn;
+    bool ack_req;
+    uint32_t len;
+  };
+  std::vector<Sent> sent;
+  std::vector<std::pair<uint64_t, WcStatus>> done;
+  int errors = 0;
+  void send(Packet& p) override {
+    sent.push_back({uint8_t(p.bth.opcode & 0x1f), p.bth.psn, p.bth.ack_req, uint32_t(p.payload.size())});
+  }
+  void complete(const SqWqe& w, WcStatus st, uint32_t) override { done.emplace_back(w.wr_id, st); }
+  void qp_error() override { ++errors; }
+};
+
+class RcRequesterTest : public ::testing::Test {
+ protected:
+  Env env;
+  RequesterConfig cfg = [] {
+    RequesterConfig c;
+    c.pmtu = 256;
+    c.sq_psn = 50;
+    c.timeout_ns = 1000;
+    c.retry_cnt = 3;
+    c.rnr_retry = 2;
+    return c;
+  }();
+  RcRequester r{cfg, &env};
+  std::vector<uint8_t> buf = std::vector<uint8_t>(1024, 7);
+
+  SqWqe send_wqe(uint64_t id, uint32_t len) {
+    SqWqe w;
+    w.wr_id = id;
+    w.kind = MsgKind::kSend;
+    w.len = len;
+    if (len) w.local.push_back(iovec{buf.data(), len});
+    return w;
+  }
+  Packet resp(uint32_t psn, uint8_t syndrome) {
+    Packet p;
+    p.bth.opcode = opcode(Service::kRc, kAcknowledge);
+    p.bth.psn = psn;
+    p.syndrome = syndrome;
+    return p;
+  }
+};
+
+TEST_F(RcRequesterTest, SegmentsAsksForAnAckAtTheEndAndCompletesOnIt) {
+  r.post(send_wqe(1, 600), 0);
+  ASSERT_EQ(env.sent.size(), 3u);
+  EXPECT_EQ(env.sent[0].op, kSendFirst);
+  EXPECT_EQ(env.sent[1].op, kSendMiddle);
+  EXPECT_EQ(env.sent[2].op, kSendLast);
+  EXPECT_EQ(env.sent[2].psn, 52u);
+  EXPECT_FALSE(env.sent[0].ack_req);
+  EXPECT_TRUE(env.sent[2].ack_req);
+  EXPECT_EQ(env.sent[2].len, 88u);
+  r.on_response(resp(51, syndrome_ack(kCreditsInvalid)), 10);  // partial: not complete yet
+  EXPECT_TRUE(env.done.empty());
+  r.on_response(resp(52, syndrome_ack(kCreditsInvalid)), 20);
+  ASSERT_EQ(env.done.size(), 1u);
+  EXPECT_EQ(env.done[0], std::make_pair(uint64_t(1), WcStatus::kSuccess));
+  EXPECT_EQ(r.next_deadline(), UINT64_MAX);
+}
+
+TEST_F(RcRequesterTest, SilenceExhaustsRetryCntThenFlushes) {
+  r.post(send_wqe(1, 10), 0);
+  r.post(send_wqe(2, 10), 0);
+  uint64_t now = 0;
+  for (int i = 0; i < 10 && env.done.empty(); ++i) {
+    now = r.next_deadline();
+    r.on_timer(now);
+  }
+  ASSERT_EQ(env.done.size(), 2u);
+  EXPECT_EQ(env.done[0], std::make_pair(uint64_t(1), WcStatus::kRetryExcErr));
+  EXPECT_EQ(env.done[1], std::make_pair(uint64_t(2), WcStatus::kWrFlushErr));
+  EXPECT_EQ(r.stats().timeouts, 4u);  // retry_cnt 3: three retries, then the error
+  EXPECT_EQ(env.errors, 1);
+  r.post(send_wqe(3, 10), now);  // a QP in ERR flushes what is posted
+  EXPECT_EQ(env.done.back(), std::make_pair(uint64_t(3), WcStatus::kWrFlushErr));
+}
+
+TEST_F(RcRequesterTest, RnrNaksWaitThenExhaustRnrRetry) {
+  r.post(send_wqe(1, 10), 0);
+  const size_t first = env.sent.size();
+  r.on_response(resp(50, syndrome_rnr_nak(1)), 5);  // timer code 1: 10 us
+  EXPECT_EQ(env.sent.size(), first) << "nothing resent before the RNR timer";
+  EXPECT_EQ(r.next_deadline(), 5u + 10000);
+  r.on_timer(5 + 10000);
+  EXPECT_EQ(env.sent.size(), first + 1);
+  EXPECT_EQ(env.sent.back().psn, 50u);
+  r.on_response(resp(50, syndrome_rnr_nak(1)), 20000);
+  r.on_timer(30000);
+  r.on_response(resp(50, syndrome_rnr_nak(1)), 40000);  // third RNR: rnr_retry 2 is spent
+  ASSERT_EQ(env.done.size(), 1u);
+  EXPECT_EQ(env.done[0].second, WcStatus::kRnrRetryExcErr);
+}
+
+TEST_F(RcRequesterTest, SequenceNakGoesBackToItsPsn) {
+  r.post(send_wqe(1, 600), 0);  // PSNs 50, 51, 52
+  r.post(send_wqe(2, 10), 0);   // PSN 53
+  env.sent.clear();
+  r.on_response(resp(51, syndrome_nak(NakCode::kPsnSequenceError)), 10);
+  ASSERT_EQ(env.sent.size(), 3u);  // 51, 52 of the first message, then 53
+  EXPECT_EQ(env.sent[0].psn, 51u);
+  EXPECT_EQ(env.sent[0].op, kSendMiddle);
+  EXPECT_EQ(env.sent[2].psn, 53u);
+  EXPECT_TRUE(env.done.empty());
+}
+
+TEST_F(RcRequesterTest, ErrorNaksCompleteWithTheirStatus) {
+  struct Case {
+    NakCode code;
+    WcStatus want;
+  } cases[] = {{NakCode::kRemoteAccessError, WcStatus::kRemAccessErr},
+               {NakCode::kInvalidRequest, WcStatus::kRemInvReqErr},
+               {NakCode::kRemoteOperationalError, WcStatus::kRemOpErr}};
+  for (const Case& c : cases) {
+    Env e;
+    RcRequester q(cfg, &e);
+    q.post(send_wqe(1, 10), 0);
+    q.post(send_wqe(2, 10), 0);
+    q.on_response(resp(51, syndrome_nak(c.code)), 10);  // 50 acked implicitly, 51 failed
+    ASSERT_EQ(e.done.size(), 2u);
+    EXPECT_EQ(e.done[0], std::make_pair(uint64_t(1), WcStatus::kSuccess));
+    EXPECT_EQ(e.done[1], std::make_pair(uint64_t(2), c.want));
+    EXPECT_EQ(e.errors, 1);
+  }
+}
+
+TEST_F(RcRequesterTest, StaleAndForeignResponsesAreIgnored) {
+  r.post(send_wqe(1, 10), 0);
+  r.on_response(resp(49, syndrome_ack(kCreditsInvalid)), 1);  // before anything outstanding
+  r.on_response(resp(60, syndrome_ack(kCreditsInvalid)), 1);  // beyond what was sent
+  EXPECT_TRUE(env.done.empty());
+  EXPECT_EQ(r.stats().dropped, 2u);
+}
+
+}  // namespace
+}  // namespace uroce::transport
