@@ -58,21 +58,21 @@ double FaultInjector::uniform() {
   return double(z >> 11) * 0x1.0p-53;
 }
 
-void FaultInjector::send(std::span<const uint8_t> pkt, const Emit& emit) {
+void FaultInjector::send(std::span<const uint8_t> pkt, uint64_t tag, const Emit& emit) {
   if (!pkt.empty() && cfg_.corrupt > 0 && uniform() < cfg_.corrupt) {
     scratch_.assign(pkt.begin(), pkt.end());
     const size_t at = size_t(uniform() * double(scratch_.size()));
     scratch_[at] ^= uint8_t(1 + uint32_t(uniform() * 255));  // never 0: the byte changes
     ++stats_.corrupted;
     ++stats_.out;
-    emit(scratch_);
+    emit(scratch_, tag);
     return;
   }
   ++stats_.out;
-  emit(pkt);
+  emit(pkt, tag);
 }
 
-void FaultInjector::process(std::span<const uint8_t> pkt, const Emit& emit) {
+void FaultInjector::process(std::span<const uint8_t> pkt, const Emit& emit, uint64_t tag) {
   ++stats_.in;
   if (cfg_.drop > 0 && uniform() < cfg_.drop) {
     ++stats_.dropped;
@@ -80,15 +80,16 @@ void FaultInjector::process(std::span<const uint8_t> pkt, const Emit& emit) {
   }
   if (!holding_ && cfg_.reorder > 0 && uniform() < cfg_.reorder) {
     held_.assign(pkt.begin(), pkt.end());
+    held_tag_ = tag;
     holding_ = true;
     ++stats_.reordered;
     return;
   }
   const bool twice = cfg_.dup > 0 && uniform() < cfg_.dup;
-  send(pkt, emit);
+  send(pkt, tag, emit);
   if (twice) {
     ++stats_.duplicated;
-    send(pkt, emit);
+    send(pkt, tag, emit);
   }
   flush(emit);
 }
@@ -98,7 +99,7 @@ void FaultInjector::flush(const Emit& emit) {
   holding_ = false;
   std::vector<uint8_t> h;
   h.swap(held_);
-  send(h, emit);
+  send(h, held_tag_, emit);
 }
 
 }  // namespace uroce::link

@@ -30,7 +30,8 @@ std::string to_string(const FaultConfig& c);
 
 class FaultInjector {
  public:
-  using Emit = std::function<void(std::span<const uint8_t>)>;
+  /// Receives a packet that goes out, with the tag it was given (e.g. its destination).
+  using Emit = std::function<void(std::span<const uint8_t>, uint64_t tag)>;
   struct Stats {
     uint64_t in = 0, out = 0, dropped = 0, duplicated = 0, reordered = 0, corrupted = 0;
   };
@@ -39,20 +40,21 @@ class FaultInjector {
   /// One outgoing packet: `emit` runs zero, one or two times, for this packet
   /// and/or one held back from before (a reordered packet goes out right
   /// after the packet that follows it).
-  void process(std::span<const uint8_t> pkt, const Emit& emit);
+  void process(std::span<const uint8_t> pkt, const Emit& emit, uint64_t tag = 0);
   /// Sends a held-back packet now (call when the link goes idle).
   void flush(const Emit& emit);
   const Stats& stats() const { return stats_; }
 
  private:
   double uniform();  // [0, 1)
-  void send(std::span<const uint8_t> pkt, const Emit& emit);
+  void send(std::span<const uint8_t> pkt, uint64_t tag, const Emit& emit);
 
   FaultConfig cfg_;
   uint64_t state_;
   Stats stats_;
   std::vector<uint8_t> held_, scratch_;
   bool holding_ = false;
+  uint64_t held_tag_ = 0;
 };
 
 }  // namespace uroce::link

@@ -42,7 +42,8 @@ struct Wire {
     uint8_t ip[20], udp[8];
     build_ipv4_udp(Ipv4UdpFields{}, b.size(), nullptr, ip, udp);
     put_icrc(b.data() + n, icrc(ip, udp, {b.data(), n}));
-    faults.process(b, [&](std::span<const uint8_t> out) { q.emplace_back(out.begin(), out.end()); });
+    faults.process(b,
+                   [&](std::span<const uint8_t> out, uint64_t) { q.emplace_back(out.begin(), out.end()); });
   }
   /// Next intact packet (corrupted ones fail the ICRC and are dropped, as a NIC would).
   bool get(std::vector<uint8_t>* out, Packet* p) {
@@ -191,8 +192,9 @@ void run_pair(const link::FaultConfig& faults, uint32_t messages) {
       req.on_response(p, now);
     } else {
       // Idle: release held-back packets, else let time pass to the next timer.
-      fwd.faults.flush([&](std::span<const uint8_t> o) { fwd.q.emplace_back(o.begin(), o.end()); });
-      back.faults.flush([&](std::span<const uint8_t> o) { back.q.emplace_back(o.begin(), o.end()); });
+      fwd.faults.flush([&](std::span<const uint8_t> o, uint64_t) { fwd.q.emplace_back(o.begin(), o.end()); });
+      back.faults.flush(
+          [&](std::span<const uint8_t> o, uint64_t) { back.q.emplace_back(o.begin(), o.end()); });
       if (fwd.q.empty() && back.q.empty()) {
         now = std::max(now + 1, req.next_deadline());
         req.on_timer(now);

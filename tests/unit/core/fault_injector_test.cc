@@ -29,7 +29,7 @@ struct Outcome {
 Outcome run(const FaultConfig& c, uint32_t n) {
   FaultInjector f(c);
   Outcome r;
-  auto emit = [&](std::span<const uint8_t> p) { r.out.emplace_back(p.begin(), p.end()); };
+  auto emit = [&](std::span<const uint8_t> p, uint64_t) { r.out.emplace_back(p.begin(), p.end()); };
   for (uint32_t i = 0; i < n; ++i) f.process(packet(i), emit);
   f.flush(emit);
   r.stats = f.stats();

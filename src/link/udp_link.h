@@ -1,0 +1,75 @@
+// One RoCE v2 endpoint on a UDP socket (IPv4): sends packets encoded by
+// src/wire with their ICRC, receives datagrams in batches and hands on those
+// whose ICRC and headers check out. Packets may pass through the fault
+// injector (UROCE_FAULTS) on the way out and are written to a capture file
+// (UROCE_CAPTURE) both ways.
+//
+// The ICRC covers the IPv4 header, which a datagram socket neither writes
+// nor sees, so both sides compute it over the header Linux writes for an
+// unconnected socket with IP_PMTUDISC_DO (identification 0, DF; see
+// docs/network-link.md). Addresses are in network order, ports host order.
+#pragma once
+
+#include <netinet/in.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "link/fault_injector.h"
+#include "wire/packet.h"
+#include "wire/pcap_writer.h"
+
+namespace uroce::link {
+
+struct UdpAddr {
+  uint32_t ip = 0;  // network order
+  uint16_t port = 0;
+};
+
+class UdpEndpoint {
+ public:
+  struct Options {
+    UdpAddr bind;  // a specific address: the ICRC needs the source address
+    FaultConfig faults;
+    std::string capture;  // pcap file to write, or empty
+  };
+  struct Stats {
+    uint64_t sent = 0, send_errors = 0, received = 0, bad_icrc = 0, malformed = 0, cnp = 0;
+  };
+  using OnPacket = std::function<void(const wire::Packet&, const UdpAddr& from)>;
+
+  static Result<std::unique_ptr<UdpEndpoint>> open(const Options& o);
+  ~UdpEndpoint();
+  UdpEndpoint(const UdpEndpoint&) = delete;
+  UdpEndpoint& operator=(const UdpEndpoint&) = delete;
+
+  /// Encodes `p` (bth.pad is set) and sends it to `to` (its port is normally 4791).
+  Status send(wire::Packet& p, const UdpAddr& to);
+  /// Handles the datagrams already waiting (at most `max`); never blocks.
+  /// Returns how many datagrams were read.
+  int poll(const OnPacket& on_packet, int max = 32);
+  /// Sends a packet the fault injector still holds back (call when idle).
+  void flush();
+  int fd() const { return fd_; }
+  const UdpAddr& local() const { return local_; }
+  const Stats& stats() const { return stats_; }
+
+ private:
+  UdpEndpoint() = default;
+  void transmit(std::span<const uint8_t> datagram, const UdpAddr& to);
+  FaultInjector::Emit emit_to();
+
+  int fd_ = -1;
+  UdpAddr local_;
+  Stats stats_;
+  std::unique_ptr<FaultInjector> faults_;
+  std::unique_ptr<wire::PcapWriter> capture_;
+  std::vector<uint8_t> tx_;
+  std::vector<uint8_t> rx_;
+};
+
+}  // namespace uroce::link

@@ -1,0 +1,9 @@
+# The UDP endpoint of the network link on loopback (label: integration).
+# Ports: UROCE_TEST_PORT_BASE (tests/integration/debian) + 300..309.
+if(NOT DEFINED UROCE_TEST_PORT_BASE)
+  set(UROCE_TEST_PORT_BASE 19500)
+endif()
+math(EXPR UROCE_UDP_TEST_PORT "${UROCE_TEST_PORT_BASE} + 300")
+uroce_gtest(udp_link_test LABEL integration TIMEOUT 60 SOURCES ${CMAKE_CURRENT_LIST_DIR}/udp_link_test.cc)
+set_property(TEST udp_link_test APPEND PROPERTY ENVIRONMENT
+  "UROCE_TEST_UDP_PORT=${UROCE_UDP_TEST_PORT};UROCE_SHARED_WIRE=${PROJECT_SOURCE_DIR}/../shared/wire")
