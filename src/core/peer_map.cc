@@ -42,7 +42,12 @@ Result<PeerSegment*> PeerMap::map_segment(uint32_t ctx_id, int32_t pid, int memf
   }
   PeerSegment* raw = seg.get();
   if (it != segs_.end()) {
-    peer_pages_forget(it->second.get());
+    // The context id now names another process's segment: nothing cached
+    // may keep pointing into the old mapping.
+    const PeerSegment* old = it->second.get();
+    std::erase_if(qps_, [old](const auto& kv) { return kv.second.seg == old; });
+    std::erase_if(srqs_, [old](const auto& kv) { return kv.second.seg == old; });
+    peer_pages_forget(old);
     munmap(it->second->base, kSegReserveBytes);
   }
   segs_[ctx_id] = std::move(seg);
