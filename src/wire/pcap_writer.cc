@@ -33,7 +33,7 @@ void PcapWriter::write(std::span<const uint8_t> ip_udp, std::span<const uint8_t>
     frame[12] = 0x86;
     frame[13] = 0xdd;
   }
-  memcpy(frame.data() + 14, ip_udp.data(), ip_udp.size());
+  if (!ip_udp.empty()) memcpy(frame.data() + 14, ip_udp.data(), ip_udp.size());
   if (!payload.empty()) memcpy(frame.data() + 14 + ip_udp.size(), payload.data(), payload.size());
   pcap_pkthdr h{};
   h.ts.tv_sec = time_t(unix_time_ns / 1000000000ull);

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -102,7 +103,7 @@ TEST(UdpLink, PacketsOfEveryShapeArriveIntact) {
     EXPECT_EQ(got[i].p.bth.psn, i);
     EXPECT_EQ(got[i].p.bth.dest_qp, 0x100 + i);
     EXPECT_EQ(got[i].payload.size(), want.payload.size());
-    EXPECT_EQ(memcmp(got[i].payload.data(), data.data(), got[i].payload.size()), 0);
+    EXPECT_TRUE(std::equal(got[i].payload.begin(), got[i].payload.end(), data.begin()));
     EXPECT_EQ(got[i].from.port, port(0));
   }
   EXPECT_EQ(b->stats().bad_icrc, 0u);
