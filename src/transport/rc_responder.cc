@@ -252,8 +252,9 @@ void RcResponder::duplicate(const Packet& p, const OpInfo& info) {
     ++stats_.dropped;  // older than what we remember: the requester will time out
     return;
   }
-  // SEND / WRITE already executed: acknowledge what has been received so far.
-  if (p.bth.ack_req) ack(psn_add(epsn_, -1));
+  // SEND / WRITE already executed: acknowledge it at its own PSN. (Not at
+  // epsn_ - 1: that may be a READ's PSN, which an ACK must not name.)
+  if (p.bth.ack_req) ack(p.bth.psn);
 }
 
 }  // namespace uroce::transport

@@ -183,6 +183,18 @@ TEST_F(RcResponderTest, DuplicatesAreAckedNotExecutedAgain) {
   EXPECT_EQ(env.posted.size(), 1u);
 }
 
+TEST_F(RcResponderTest, ADuplicateWriteIsAckedAtItsOwnPsnNotAtALaterRead) {
+  deliver(message(MsgKind::kWrite, 100, 10));  // PSN 100, ACKed
+  Packet rd = req(kReadRequest, 101);
+  rd.va = kVa;
+  rd.rkey = kRkey;
+  rd.dma_len = 8;
+  r.on_request(rd);                            // PSN 101: a READ
+  deliver(message(MsgKind::kWrite, 100, 10));  // the WRITE again (its ACK was lost)
+  EXPECT_EQ(env.sent.back().op, kAcknowledge);
+  EXPECT_EQ(env.sent.back().psn, 100u);
+}
+
 TEST_F(RcResponderTest, WriteLandsExactlyAndLengthOrKeyErrorsFail) {
   deliver(message(MsgKind::kWrite, 100, 700, kVa + 5));
   EXPECT_EQ(memcmp(env.mem.data() + 5, data.data(), 700), 0);
@@ -302,8 +314,8 @@ TEST_F(RcResponderTest, PsnsWrapAround) {
   ASSERT_EQ(env.done.size(), 1u);
   EXPECT_EQ(w.epsn(), 2u);
   EXPECT_EQ(env.sent.back().psn, 1u);
-  w.on_request(req(kSendOnly, kPsnMask, 0, 1, true));  // behind: a duplicate, re-ACKed
-  EXPECT_EQ(env.sent.back().psn, 1u);
+  w.on_request(req(kSendOnly, kPsnMask, 0, 1, true));  // behind: a duplicate, re-ACKed at its PSN
+  EXPECT_EQ(env.sent.back().psn, kPsnMask);
   EXPECT_EQ(w.stats().duplicates, 1u);
 }
 
