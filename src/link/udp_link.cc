@@ -41,6 +41,8 @@ void headers_for(const UdpAddr& src, const UdpAddr& dst, size_t len, uint8_t ip[
 }  // namespace
 
 Result<std::unique_ptr<UdpEndpoint>> UdpEndpoint::open(const Options& o) {
+  // The ICRC covers the source address: it must be known, so no wildcard bind.
+  if (o.bind.ip == htonl(INADDR_ANY)) return Status(EINVAL);
   std::unique_ptr<UdpEndpoint> e(new UdpEndpoint());
   e->fd_ = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (e->fd_ < 0) return Status(errno);

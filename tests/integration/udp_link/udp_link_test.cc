@@ -109,6 +109,14 @@ TEST(UdpLink, PacketsOfEveryShapeArriveIntact) {
   EXPECT_EQ(b->stats().bad_icrc, 0u);
 }
 
+TEST(UdpLink, AWildcardAddressIsRefused) {
+  UdpEndpoint::Options o;
+  o.bind = UdpAddr{htonl(INADDR_ANY), port(9)};
+  auto e = UdpEndpoint::open(o);
+  ASSERT_FALSE(e.is_ok());
+  EXPECT_EQ(e.err(), EINVAL);  // the ICRC needs the real source address
+}
+
 TEST(UdpLink, TheIcrcCatchesEveryCorruptedPacket) {
   FaultConfig f;
   f.corrupt = 1.0;
