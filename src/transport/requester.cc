@@ -11,6 +11,9 @@
 #include "core/service.h"
 #include "core/timers.h"
 #include "transport/responder.h"
+#include "wire/grh.h"
+#include "wire/ipv4.h"
+#include "wire/opcodes.h"
 
 namespace uroce::core {
 
@@ -20,7 +23,6 @@ using transport::RnrInfo;
 
 namespace {
 
-constexpr uint32_t kGrhBytes = 40;
 constexpr uint64_t kInfiniteRetryPollNs = 10000000;  // timeout 0: keep trying every 10 ms
 
 WcOpcode wc_opcode_of(WrOpcode op) {
@@ -64,43 +66,25 @@ bool opcode_ok(QpType t, WrOpcode op) {
 
 bool is_atomic(WrOpcode op) { return op == WrOpcode::kAtomicCmpAndSwp || op == WrOpcode::kAtomicFetchAndAdd; }
 
-/// The 40 bytes a UD receive sees ahead of the payload. For an IPv4-mapped
-/// GID (RoCE v2 over IPv4) the IPv4 header sits in the last 20 bytes.
+/// The 40 bytes a UD receive sees ahead of the payload: the GRH of the
+/// RoCE v2 packet a network link would have carried (wire/grh.h).
 void build_grh(const DeviceInfo& dev, const AddressVector& av, uint32_t payload, uint8_t* grh) {
-  memset(grh, 0, kGrhBytes);
   const uint8_t* sgid = dev.gids[av.sgid_index < dev.num_gids ? av.sgid_index : 0];
   static const uint8_t kV4Prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+  const uint8_t hop_limit = av.hop_limit ? av.hop_limit : 64;
+  // What follows the IP header: UDP, BTH, DETH, payload, ICRC.
+  const uint32_t after_ip = 8 + wire::kBthBytes + 8 + payload + wire::kIcrcBytes;
   if (memcmp(av.dgid, kV4Prefix, 12) == 0) {
-    uint8_t* ip = grh + 20;
-    uint16_t tot = uint16_t(20 + 8 + 12 + 8 + payload + 4);
-    ip[0] = 0x45;
-    ip[1] = av.traffic_class;
-    ip[2] = uint8_t(tot >> 8);
-    ip[3] = uint8_t(tot);
-    ip[6] = 0x40;  // DF
-    ip[8] = av.hop_limit ? av.hop_limit : 64;
-    ip[9] = 17;  // UDP
-    memcpy(ip + 12, sgid + 12, 4);
-    memcpy(ip + 16, av.dgid + 12, 4);
-    uint32_t sum = 0;
-    for (int i = 0; i < 20; i += 2) sum += uint32_t(ip[i] << 8 | ip[i + 1]);
-    while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
-    uint16_t ck = uint16_t(~sum);
-    ip[10] = uint8_t(ck >> 8);
-    ip[11] = uint8_t(ck);
+    wire::Ipv4UdpFields f;
+    memcpy(&f.src, sgid + 12, 4);
+    memcpy(&f.dst, av.dgid + 12, 4);
+    f.tos = av.traffic_class;
+    f.ttl = hop_limit;
+    uint8_t ip[20], udp[8];
+    wire::build_ipv4_udp(f, after_ip - 8, nullptr, ip, udp);
+    wire::grh_from_ipv4(ip, grh);
   } else {
-    uint32_t w0 = (6u << 28) | (uint32_t(av.traffic_class) << 20) | (av.flow_label & 0xfffff);
-    grh[0] = uint8_t(w0 >> 24);
-    grh[1] = uint8_t(w0 >> 16);
-    grh[2] = uint8_t(w0 >> 8);
-    grh[3] = uint8_t(w0);
-    uint16_t plen = uint16_t(8 + 12 + 8 + payload + 4);
-    grh[4] = uint8_t(plen >> 8);
-    grh[5] = uint8_t(plen);
-    grh[6] = 17;
-    grh[7] = av.hop_limit ? av.hop_limit : 64;
-    memcpy(grh + 8, sgid, 16);
-    memcpy(grh + 24, av.dgid, 16);
+    wire::grh_ipv6(av.traffic_class, av.flow_label, uint16_t(after_ip), hop_limit, sgid, av.dgid, grh);
   }
 }
 
@@ -334,7 +318,7 @@ Qp::Exec Qp::execute(const SendWqe& w, ExecOut* out) {
   m.imm = w.imm;
   m.solicited = (w.flags & send_flags::kSolicited) != 0;
   m.xrc_srqn = w.xrc_srqn;
-  uint8_t grh[kGrhBytes];
+  uint8_t grh[wire::kGrhBytes];
   if (type_ == QpType::kUd) {
     // IBA 10.2.5: a Q_Key with the high bit set means "use the QP's own Q_Key".
     uint32_t qkey = (w.remote_qkey & 0x80000000u) ? attr_.qkey : w.remote_qkey;

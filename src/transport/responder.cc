@@ -10,14 +10,13 @@
 #include "core/qp_state.h"
 #include "core/rq_ring.h"
 #include "link/shm_link.h"
+#include "wire/grh.h"
 
 namespace uroce::transport {
 
 using namespace uroce::core;
 
 namespace {
-
-constexpr uint32_t kGrhBytes = 40;
 
 bool receiving(const PeerQp& t) {
   return t.valid() && state_can_receive(QpState(t.qp->state.load(std::memory_order_acquire)));
@@ -192,7 +191,7 @@ Resp respond_send(const PeerQp& t, const iovec* src, size_t nsrc, uint64_t len, 
     here[nd++] = iovec{p, s.length};
     cap += s.length;
   }
-  const uint64_t need = len + (m.with_grh ? kGrhBytes : 0);
+  const uint64_t need = len + (m.with_grh ? wire::kGrhBytes : 0);
   if (need > cap) {
     // IBA 9.9.3.1.2.1: message longer than the receive buffer.
     push_cqe(x, recv_cqe(t, r.wr_id, WcStatus::kLocLenErr), true);
@@ -208,7 +207,7 @@ Resp respond_send(const PeerQp& t, const iovec* src, size_t nsrc, uint64_t len, 
   }
   iovec srcv[34];
   size_t ns = 0;
-  if (m.with_grh) srcv[ns++] = iovec{const_cast<uint8_t*>(m.grh), kGrhBytes};
+  if (m.with_grh) srcv[ns++] = iovec{const_cast<uint8_t*>(m.grh), wire::kGrhBytes};
   for (size_t i = 0; i < nsrc && ns < 34; ++i) srcv[ns++] = src[i];
   Cqe c = recv_cqe(t, r.wr_id, WcStatus::kSuccess);
   c.byte_len = uint32_t(need);
