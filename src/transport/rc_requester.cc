@@ -43,6 +43,11 @@ void RcRequester::post(SqWqe w, uint64_t now) {
     env_->complete(w, WcStatus::kWrFlushErr, 0);
     return;
   }
+  if (cfg_.unreliable && (is_read(w.kind) || is_atomic(w.kind))) {
+    // UC has no READ or atomics (IBA Table 38); the verbs layer refuses them first.
+    env_->complete(w, WcStatus::kLocQpOpErr, 0);
+    return;
+  }
   Entry e;
   e.w = std::move(w);
   if (is_atomic(e.w.kind)) e.w.len = 8;
@@ -57,10 +62,10 @@ void RcRequester::send_packet(Entry& e, uint32_t i) {
   const SqWqe& w = e.w;
   const PacketSpan s = packet_of(w.kind, w.len, cfg_.pmtu, i);
   Packet p;
-  p.bth.opcode = opcode(Service::kRc, s.op);
+  p.bth.opcode = opcode(cfg_.unreliable ? Service::kUc : Service::kRc, s.op);
   p.bth.dest_qp = cfg_.dest_qp;
   p.bth.psn = psn_add(e.first_psn, i);
-  p.bth.ack_req = s.last || ++since_ack_req_ >= cfg_.ack_every;
+  p.bth.ack_req = !cfg_.unreliable && (s.last || ++since_ack_req_ >= cfg_.ack_every);
   if (p.bth.ack_req) since_ack_req_ = 0;
   p.bth.solicited = s.last && w.solicited;
   p.va = w.remote_va;
@@ -121,6 +126,15 @@ void RcRequester::pump(uint64_t now) {
       sent = true;
     }
     if (rd) open_reads_before = true;
+  }
+  if (cfg_.unreliable) {
+    // Sent is done: no answer will come.
+    while (!q_.empty() && q_.front().started &&
+           q_.front().sent == packets_for(q_.front().w.kind, q_.front().w.len, cfg_.pmtu)) {
+      env_->complete(q_.front().w, WcStatus::kSuccess, q_.front().w.len);
+      q_.pop_front();
+    }
+    return;
   }
   if (sent && cfg_.timeout_ns && !deadline_) deadline_ = now + cfg_.timeout_ns;
 }
@@ -192,7 +206,7 @@ void RcRequester::fail_front(WcStatus st) {
 }
 
 void RcRequester::on_response(const Packet& p, uint64_t now) {
-  if (failed_ || q_.empty()) {
+  if (failed_ || q_.empty() || cfg_.unreliable) {
     ++stats_.dropped;
     return;
   }

@@ -5,6 +5,7 @@
 // responses and atomic ACKs), READ response data, NAKs (go back to the NAK's
 // PSN; RNR: wait the responder's timer; errors complete the WQE and move the
 // QP to ERR), and the retransmission timer with retry_cnt / rnr_retry.
+// With RequesterConfig::unreliable the same class is the UC requester.
 // Pure: memory, the wire, completions and time are behind RequesterEnv.
 #pragma once
 
@@ -55,6 +56,10 @@ struct RequesterConfig {
   uint8_t rnr_retry = 7;  // 7 = retry forever
   uint32_t max_rd_atomic = 16;
   uint32_t ack_every = 16;  // also ask for an ACK every this many packets of a long message
+  /// UC (unreliable connection): the same packets with the UC
+  /// opcodes and no A bit; nothing is acknowledged, so a WQE is complete
+  /// once its last packet is sent, and nothing is ever retransmitted.
+  bool unreliable = false;
 };
 
 struct RequesterStats {

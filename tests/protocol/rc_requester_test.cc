@@ -153,5 +153,24 @@ TEST_F(RcRequesterTest, StaleAndForeignResponsesAreIgnored) {
   EXPECT_EQ(r.stats().dropped, 2u);
 }
 
+TEST_F(RcRequesterTest, AsUcItSendsWithoutTheABitAndCompletesOnSending) {
+  RequesterConfig c = cfg;
+  c.unreliable = true;
+  Env e;
+  RcRequester uc(c, &e);
+  uc.post(send_wqe(1, 600), 0);
+  ASSERT_EQ(e.sent.size(), 3u);
+  for (const auto& s : e.sent) EXPECT_FALSE(s.ack_req);
+  ASSERT_EQ(e.done.size(), 1u);
+  EXPECT_EQ(e.done[0], std::make_pair(uint64_t(1), WcStatus::kSuccess));
+  EXPECT_EQ(uc.next_deadline(), UINT64_MAX);  // nothing to retransmit, ever
+  SqWqe rd;
+  rd.wr_id = 2;
+  rd.kind = MsgKind::kReadRequest;
+  rd.len = 8;
+  uc.post(rd, 0);
+  EXPECT_EQ(e.done.back(), std::make_pair(uint64_t(2), WcStatus::kLocQpOpErr));
+}
+
 }  // namespace
 }  // namespace uroce::transport
