@@ -18,6 +18,8 @@ packages=(
   libgtest-dev googletest zlib1g-dev libfmt-dev libpcap-dev
   # tools the scripts and tests use
   iproute2 procps python3
+  # Wireshark's dissector, to judge the packets uroce writes (../shared/wire/tshark_roce.sh)
+  tshark
   # style checks (.clang-format, .clang-tidy); clang + libFuzzer for the fuzz targets
   clang-format clang-tidy clang
   # callers' extra packages

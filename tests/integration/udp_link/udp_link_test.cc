@@ -243,6 +243,17 @@ TEST(UdpLink, WhatTheKernelSendsMatchesTheIcrcAndTheChecker) {
     ASSERT_TRUE(f && fgets(line, sizeof(line), f));
     pclose(f);
     EXPECT_EQ(std::string(line), std::to_string(n) + " passed, 0 failed\n") << cmd;
+    // And Wireshark's dissector, when tshark is installed.
+    if (stat((std::string(wire_dir) + "/tshark_roce.sh").c_str(), &st) == 0 &&
+        system("command -v tshark >/dev/null") == 0) {
+      const std::string tcmd = "ROCE_PORT=" + std::to_string(port(8)) + " bash " + std::string(wire_dir) +
+                               "/tshark_roce.sh " + path + " | tail -1";
+      FILE* t = popen(tcmd.c_str(), "r");
+      char tline[256] = {};
+      ASSERT_TRUE(t && fgets(tline, sizeof(tline), t));
+      pclose(t);
+      EXPECT_EQ(std::string(tline), std::to_string(n) + " passed, 0 failed\n") << tcmd;
+    }
   }
   if (!getenv("UROCE_KEEP_CAPTURE")) unlink(path.c_str());
 }

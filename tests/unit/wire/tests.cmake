@@ -13,3 +13,7 @@ add_test(NAME wire_samples_roce_check
          COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/check_samples.sh $<TARGET_FILE:wire_write_samples>
                  ${UROCE_WIRE_SAMPLES})
 set_tests_properties(wire_samples_roce_check PROPERTIES LABELS protocol TIMEOUT 60 SKIP_RETURN_CODE 77)
+add_test(NAME wire_samples_tshark
+         COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/check_samples_tshark.sh $<TARGET_FILE:wire_write_samples>
+                 ${UROCE_WIRE_SAMPLES})
+set_tests_properties(wire_samples_tshark PROPERTIES LABELS protocol TIMEOUT 120 SKIP_RETURN_CODE 77)
