@@ -171,7 +171,7 @@ void RcRequester::ack_through(uint32_t psn, uint64_t now) {
   }
 }
 
-void RcRequester::go_back(uint32_t psn, uint64_t now) {
+void RcRequester::go_back(uint32_t psn) {
   bool found = false;
   for (Entry& e : q_) {
     if (!e.started) break;
@@ -188,7 +188,6 @@ void RcRequester::go_back(uint32_t psn, uint64_t now) {
       e.sent = 0;  // sent again after the one the NAK names
     }
   }
-  (void)now;
 }
 
 void RcRequester::fail_front(WcStatus st) {
@@ -232,7 +231,7 @@ void RcRequester::on_response(const Packet& p, uint64_t now) {
           return;
         }
         ++rnr_retries_;
-        go_back(p.bth.psn, now);
+        go_back(p.bth.psn);
         rnr_until_ = now + core::rnr_timer_ns(ack_value(p.syndrome));
         return;
       case AckType::kNak: {
@@ -240,7 +239,7 @@ void RcRequester::on_response(const Packet& p, uint64_t now) {
         const NakCode c = NakCode(ack_value(p.syndrome));
         if (c == NakCode::kPsnSequenceError) {
           ++stats_.seq_naks;
-          go_back(p.bth.psn, now);
+          go_back(p.bth.psn);
           pump(now);
           return;
         }
@@ -282,7 +281,7 @@ void RcRequester::on_response(const Packet& p, uint64_t now) {
     const uint64_t at = uint64_t(uint32_t(psn_diff(p.bth.psn, e->first_psn))) * cfg_.pmtu;
     if (at != expect) {
       if (at > expect) {  // a response packet went missing: ask again for the rest
-        go_back(psn_add(e->first_psn, uint32_t(expect / cfg_.pmtu)), now);
+        go_back(psn_add(e->first_psn, uint32_t(expect / cfg_.pmtu)));
         pump(now);
       }
       ++stats_.dropped;
@@ -326,7 +325,7 @@ void RcRequester::on_timer(uint64_t now) {
   // answer to get through almost never fails, so retry_cnt is spent on real
   // outages, not on unlucky single losses.
   for (int copy = 0; copy < 2; ++copy) {
-    go_back(q_.front().first_psn, now);
+    go_back(q_.front().first_psn);
     pump(now);
   }
   deadline_ = now + cfg_.timeout_ns;

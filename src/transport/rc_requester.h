@@ -95,10 +95,9 @@ class RcRequester {
   void send_packet(Entry& e, uint32_t i);
   void send_read(Entry& e, uint32_t from_psn_index);
   void ack_through(uint32_t psn, uint64_t now);
-  void go_back(uint32_t psn, uint64_t now);
+  void go_back(uint32_t psn);
   void fail_front(core::WcStatus st);
   void place(Entry& e, uint64_t offset, std::span<const uint8_t> bytes);
-  bool in_flight(const Entry& e) const { return e.started; }
 
   RequesterConfig cfg_;
   RequesterEnv* env_;

@@ -131,8 +131,6 @@ void RcResponder::do_send(const Packet& p, const OpInfo& info) {
 void RcResponder::do_write(const Packet& p, const OpInfo& info) {
   const uint8_t op = p.bth.opcode & 0x1f;
   if (info.flags & (kFirst | kOnly)) {
-    write_va_ = p.va;
-    write_rkey_ = p.rkey;
     write_left_ = p.dma_len;
     write_at_ = nullptr;
     if (p.dma_len) {

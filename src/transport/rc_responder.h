@@ -123,8 +123,6 @@ class RcResponder {
   // The message in progress.
   RecvTarget recv_{};
   uint64_t recv_offset_ = 0;
-  uint64_t write_va_ = 0;
-  uint32_t write_rkey_ = 0;
   uint64_t write_left_ = 0;
   uint8_t* write_at_ = nullptr;
   std::deque<Replay> replay_;
