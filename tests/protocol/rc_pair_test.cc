@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "link/fault_injector.h"
+#include "protocol/fake_receives.h"
 #include "transport/psn.h"
 #include "transport/rc_requester.h"
 #include "transport/rc_responder.h"
@@ -64,33 +65,11 @@ struct Wire {
 };
 
 /// The target side: registered memory and an always-stocked receive queue.
-struct Target : ResponderEnv {
+struct Target : FakeReceives {
+  Target() { auto_post = 3 * kPmtu; }
   Wire* to_requester = nullptr;
   std::vector<uint8_t> mem = std::vector<uint8_t>(64 * 1024);
-  std::vector<std::vector<uint8_t>> recv_bufs;
-  struct Got {
-    WcStatus st;
-    uint32_t len;
-    std::vector<uint8_t> data;
-  };
-  std::vector<Got> received;
 
-  bool claim_recv(RecvTarget* out) override {
-    recv_bufs.emplace_back(3 * kPmtu);
-    out->wr_id = recv_bufs.size();
-    out->handle = recv_bufs.size() - 1;
-    return true;
-  }
-  Access place_recv(const RecvTarget& r, uint64_t off, std::span<const uint8_t> b) override {
-    auto& buf = recv_bufs[r.handle];
-    if (off + b.size() > buf.size()) return Access::kLengthError;
-    std::copy(b.begin(), b.end(), buf.begin() + long(off));
-    return Access::kOk;
-  }
-  void complete_recv(const RecvTarget& r, WcStatus st, uint32_t len, const RecvInfo&) override {
-    auto& b = recv_bufs[r.handle];
-    received.push_back({st, len, std::vector<uint8_t>(b.begin(), b.begin() + len)});
-  }
   uint8_t* remote_memory(uint32_t rkey, uint64_t va, uint64_t len, uint32_t) override {
     if (rkey != kRkey || va < kVa || va - kVa + len > mem.size()) return nullptr;
     return mem.data() + (va - kVa);
@@ -204,11 +183,11 @@ void run_pair(const link::FaultConfig& faults, uint32_t messages) {
   }
   EXPECT_EQ(in.errors, 0u);
   for (uint64_t i = 0; i < messages; ++i) ASSERT_EQ(in.done[i], i) << "completions in order";
-  ASSERT_EQ(t.received.size(), sends) << "every SEND received exactly once";
+  ASSERT_EQ(t.done.size(), sends) << "every SEND received exactly once";
   uint64_t k = 0;
   for (uint64_t i = 0; i < messages; i += 4, ++k) {
-    ASSERT_EQ(t.received[k].st, WcStatus::kSuccess);
-    ASSERT_EQ(t.received[k].data, src[i]) << "SEND " << i;
+    ASSERT_EQ(t.done[k].st, WcStatus::kSuccess);
+    ASSERT_EQ(t.done[k].data, src[i]) << "SEND " << i;
   }
   uint64_t counter;
   memcpy(&counter, t.mem.data() + 60000, 8);

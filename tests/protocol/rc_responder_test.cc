@@ -6,9 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
-#include <deque>
 #include <vector>
 
+#include "protocol/fake_receives.h"
 #include "transport/psn.h"
 
 namespace uroce::transport {
@@ -23,19 +23,10 @@ constexpr uint64_t kVa = 0x10000;
 constexpr uint32_t kPmtu = 256;
 
 /// Memory, receive buffers and the wire of a fake target QP.
-class FakeEnv : public ResponderEnv {
+class FakeEnv : public FakeReceives {
  public:
   std::vector<uint8_t> mem = std::vector<uint8_t>(4096);
   uint32_t rights = core::access::kRemoteWrite | core::access::kRemoteRead | core::access::kRemoteAtomic;
-  std::deque<std::vector<uint8_t>> posted;  // receive buffers, oldest first
-  struct Completion {
-    uint64_t wr_id;
-    WcStatus st;
-    uint32_t len;
-    RecvInfo info;
-    std::vector<uint8_t> data;
-  };
-  std::vector<Completion> done;
   struct Sent {
     uint8_t op;
     uint32_t psn;
@@ -46,28 +37,7 @@ class FakeEnv : public ResponderEnv {
   };
   std::vector<Sent> sent;
   std::vector<AsyncEvent> errors;
-  std::vector<std::vector<uint8_t>> claimed;
-  uint64_t next_wr = 1;
 
-  bool claim_recv(RecvTarget* out) override {
-    if (posted.empty()) return false;
-    claimed.push_back(posted.front());
-    posted.pop_front();
-    out->wr_id = next_wr++;
-    out->handle = claimed.size() - 1;
-    return true;
-  }
-  Access place_recv(const RecvTarget& r, uint64_t off, std::span<const uint8_t> b) override {
-    auto& buf = claimed[r.handle];
-    if (off + b.size() > buf.size()) return Access::kLengthError;
-    std::copy(b.begin(), b.end(), buf.begin() + long(off));
-    return Access::kOk;
-  }
-  void complete_recv(const RecvTarget& r, WcStatus st, uint32_t len, const RecvInfo& info) override {
-    std::vector<uint8_t> d = claimed[r.handle];
-    d.resize(std::min<size_t>(len, d.size()));
-    done.push_back({r.wr_id, st, len, info, d});
-  }
   uint8_t* remote_memory(uint32_t rkey, uint64_t va, uint64_t len, uint32_t need) override {
     if (rkey != kRkey || (rights & need) != need || va < kVa || va - kVa + len > mem.size()) return nullptr;
     return mem.data() + (va - kVa);

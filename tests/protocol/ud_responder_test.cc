@@ -7,9 +7,9 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
-#include <deque>
 #include <vector>
 
+#include "protocol/fake_receives.h"
 #include "wire/ipv4.h"
 
 namespace uroce::transport {
@@ -17,35 +17,8 @@ namespace {
 
 using namespace uroce::wire;
 
-struct Env : ResponderEnv {
-  std::deque<std::vector<uint8_t>> posted;
-  std::vector<std::vector<uint8_t>> claimed;
-  struct Done {
-    core::WcStatus st;
-    uint32_t len;
-    RecvInfo info;
-    std::vector<uint8_t> data;
-  };
-  std::vector<Done> done;
+struct Env : FakeReceives {
   int errors = 0;
-  bool claim_recv(RecvTarget* out) override {
-    if (posted.empty()) return false;
-    claimed.push_back(posted.front());
-    posted.pop_front();
-    out->handle = claimed.size() - 1;
-    return true;
-  }
-  Access place_recv(const RecvTarget& r, uint64_t off, std::span<const uint8_t> b) override {
-    auto& buf = claimed[r.handle];
-    if (off + b.size() > buf.size()) return Access::kLengthError;
-    std::copy(b.begin(), b.end(), buf.begin() + long(off));
-    return Access::kOk;
-  }
-  void complete_recv(const RecvTarget& r, core::WcStatus st, uint32_t len, const RecvInfo& info) override {
-    auto& b = claimed[r.handle];
-    done.push_back(
-        {st, len, info, std::vector<uint8_t>(b.begin(), b.begin() + std::min<size_t>(len, b.size()))});
-  }
   uint8_t* remote_memory(uint32_t, uint64_t, uint64_t, uint32_t) override { return nullptr; }
   uint64_t atomic(uint8_t*, bool, uint64_t, uint64_t) override { return 0; }
   void send(Packet&) override { ADD_FAILURE() << "UD answers nothing"; }
