@@ -5,6 +5,10 @@
 #                so a program that hangs or is killed still shows its output
 #   listening P  true when something listens on TCP port P (IPv4 or IPv6)
 #   dump_threads PID LABEL   what a stuck program is doing (bounded)
+#   reap_pair DEADLINE  waits until $server_pid and $client_pid exit or
+#                $SECONDS reaches DEADLINE, kills (after dump_threads) what
+#                still runs, reaps both; sets server_rc, client_rc and
+#                timed_out (the sides it killed), clears the pids
 
 # stdbuf is coreutils; without it the output is block-buffered.
 linebuf=()
@@ -30,4 +34,33 @@ dump_threads() {
   if command -v gdb >/dev/null 2>&1; then
     timeout 30 gdb -p "$pid" -batch -ex 'thread apply all bt 20' 2>/dev/null | grep -E '^(Thread|#)'
   fi
+}
+
+reap_pair() {
+  local deadline=$1 side pid_var
+  # bash reaps its children as they exit, so kill -0 fails as soon as a
+  # program is done.
+  while kill -0 "$server_pid" 2>/dev/null || kill -0 "$client_pid" 2>/dev/null; do
+    ((SECONDS >= deadline)) && break
+    sleep 0.05
+  done
+  # bash prints a "Killed" notice for each killed job on its stderr whenever
+  # it reaps one; silence it until both are reaped (the caller's verdict says it).
+  exec 3>&2 2>/dev/null
+  timed_out=()
+  for side in server client; do
+    pid_var=${side}_pid
+    if kill -0 "${!pid_var}" 2>/dev/null; then
+      timed_out+=("$side")
+      dump_threads "${!pid_var}" "$side"
+      kill -KILL "${!pid_var}" 2>/dev/null
+    fi
+  done
+  wait "$server_pid"
+  server_rc=$?
+  wait "$client_pid"
+  client_rc=$?
+  exec 2>&3 3>&-
+  server_pid=
+  client_pid=
 }

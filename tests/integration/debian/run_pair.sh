@@ -73,32 +73,7 @@ echo "+ $bin -p $port $* localhost  (client)"
 "${linebuf[@]}" "$bin" -p "$port" "$@" localhost >"$work/client.out" 2>&1 &
 client_pid=$!
 
-# Wait for both, bounded. bash reaps its children as they exit, so kill -0
-# fails as soon as a program is done.
-while kill -0 "$server_pid" 2>/dev/null || kill -0 "$client_pid" 2>/dev/null; do
-  ((SECONDS >= deadline)) && break
-  sleep 0.05
-done
-
-# bash prints a "Killed" notice for each killed job on its stderr whenever it
-# reaps one; silence it until both are reaped (the verdict below says it).
-exec 3>&2 2>/dev/null
-timed_out=()
-for side in server client; do
-  pid_var=${side}_pid
-  if kill -0 "${!pid_var}" 2>/dev/null; then
-    timed_out+=("$side")
-    dump_threads "${!pid_var}" "$side"
-    kill -KILL "${!pid_var}" 2>/dev/null
-  fi
-done
-wait "$server_pid"
-server_rc=$?
-wait "$client_pid"
-client_rc=$?
-exec 2>&3 3>&-
-server_pid=
-client_pid=
+reap_pair "$deadline"
 
 echo "----- server (exit $server_rc) -----"
 cat "$work/server.out"

@@ -315,31 +315,7 @@ if [[ $mode == infinite ]]; then
   fi
 fi
 
-# Wait for both, bounded.
-while alive "$server_pid" || alive "$client_pid"; do
-  ((SECONDS >= deadline)) && break
-  sleep 0.05
-done
-
-# bash prints a notice for each killed job on its stderr whenever it reaps
-# one; silence it until both are reaped (the verdict below says it).
-exec 3>&2 2>/dev/null
-timed_out=()
-for side in server client; do
-  pid_var=${side}_pid
-  if alive "${!pid_var}"; then
-    timed_out+=("$side")
-    dump_threads "${!pid_var}" "$side"
-    kill -KILL "${!pid_var}" 2>/dev/null
-  fi
-done
-wait "$server_pid"
-server_rc=$?
-wait "$client_pid"
-client_rc=$?
-exec 2>&3 3>&-
-server_pid=
-client_pid=
+reap_pair "$deadline"
 
 show "server (exit $server_rc)" "$work/server.out"
 show "client (exit $client_rc)" "$work/client.out"
