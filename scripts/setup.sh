@@ -16,8 +16,10 @@ packages=(
   libibverbs-dev ibverbs-utils perftest
   # test and library dependencies
   libgtest-dev googletest zlib1g-dev libfmt-dev libpcap-dev
-  # tools the scripts and tests use
-  iproute2 procps python3
+  # tools the scripts and tests use; network namespaces for the multi-host
+  # tests: veth pairs (iproute2), packet loss (nftables: this kernel has no
+  # netem), checksum offload off on veth (ethtool)
+  iproute2 procps python3 nftables ethtool
   # Wireshark's dissector, to judge the packets uroce writes (../shared/wire/tshark_roce.sh)
   tshark
   # style checks (.clang-format, .clang-tidy); clang + libFuzzer for the fuzz targets

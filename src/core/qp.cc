@@ -11,6 +11,8 @@
 #include "core/peer_map.h"
 #include "core/qp_state.h"
 #include "core/service.h"
+#include "transport/net_engine.h"
+#include "transport/net_qp.h"
 
 namespace uroce::core {
 namespace {
@@ -148,6 +150,7 @@ bool Qp::exists() const {
 
 Qp::~Qp() {
   if (opened_from_) return;  // a handle from ibv_open_qp owns nothing
+  net_close();
   Service::get().remove_qp(this);
   if (local_id_) qp_table().slots[local_id_].store(nullptr, std::memory_order_release);
   if (shm_) {
@@ -214,9 +217,13 @@ Status Qp::modify(const QpModifyArgs& a, uint32_t mask) {
     peer_ = PeerQp{};
   }
   if (mask & kEnSqdAsyncNotify) attr_.en_sqd_async_notify = a.en_sqd_async_notify;
+  if (next == QpState::kRtr && cur == QpState::kInit && wants_network()) {
+    if (Status s = net_open(); !s.is_ok()) return s;
+  }
   attr_.state = next;
   if (next == cur) return Status::ok();
   if (next == QpState::kReset) {
+    net_close();
     // Back to a clean queue: drop posted receives and deferred sends silently.
     deferred_.clear();
     if (rq_ && !srq_) {
@@ -227,6 +234,8 @@ Status Qp::modify(const QpModifyArgs& a, uint32_t mask) {
     peer_ = PeerQp{};
   }
   shm_->state.store(uint32_t(next), std::memory_order_release);
+  if (net_ && next == QpState::kRts && cur == QpState::kRtr) net_start_requester();
+  if (net_ && next == QpState::kErr) net_->flush();
   if (next == QpState::kErr) {
     flush_sq_st();
     flush_rq();

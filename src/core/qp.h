@@ -3,6 +3,8 @@
 // what a send does at its target (responder) in transport/responder.cc.
 #pragma once
 
+#include <sys/uio.h>
+
 #include <atomic>
 #include <cstdint>
 #include <deque>
@@ -17,6 +19,11 @@
 #include "core/peer_map.h"
 #include "core/srq.h"
 #include "core/types.h"
+
+namespace uroce::transport {
+class NetQp;
+struct SqWqe;
+}  // namespace uroce::transport
 
 namespace uroce::core {
 
@@ -116,6 +123,9 @@ class Qp {
   /// Moves to ERR: flushes deferred sends and posted receives (IBA 10.3.1 / C10-xx).
   void enter_error_st();
 
+  /// On the network link (RoCE v2 over UDP) rather than shared memory.
+  bool on_network() const { return net_ != nullptr; }
+
  private:
   struct Deferred {
     SendWqe w;
@@ -145,6 +155,19 @@ class Qp {
   /// The target QP `qpn`: the cached peer_ (RC/UC) or, for UD, resolved into *tmp.
   /// nullptr if it cannot be resolved.
   const PeerQp* peer_for(uint32_t qpn, PeerQp* tmp);
+  /// Checks a WQE's gather list against the local MR table (IBA C10-xx:
+  /// L_Key checks); kSuccess or the completion error.
+  WcStatus gather(const SendWqe& w, iovec* loc, size_t* nl, uint64_t* len);
+
+  // --- the network link (core/qp_net.cc)
+  /// Does this connected QP reach its peer over UDP (from the AV and UROCE_LINK)?
+  bool wants_network() const;
+  /// INIT -> RTR: the network QP's sockets and responder; errno on failure.
+  Status net_open();
+  void net_start_requester();
+  void net_close();
+  Status net_post(const SendWqe& w);
+  void net_send_done(const transport::SqWqe& w, WcStatus st, uint32_t byte_len);
 
   Context* ctx_ = nullptr;
   QpShm* shm_ = nullptr;
@@ -174,6 +197,8 @@ class Qp {
   PeerQp peer_{};             // RC/UC: cached target
   PeerQp ud_peer_{};          // UD: the current WQE's target (under sq_mu_)
   MrCache local_mr_cache_{};  // the last local MR a WQE used (under sq_mu_)
+  std::unique_ptr<transport::NetQp> net_;
+  uint32_t net_unsignaled_ = 0;  // like unsignaled_, for network completions (under the NetQp's lock)
 };
 
 /// Process-wide table of local QPs by local id (completions name their QP).

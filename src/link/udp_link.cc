@@ -52,6 +52,8 @@ Result<std::unique_ptr<UdpEndpoint>> UdpEndpoint::open(const Options& o) {
   if (setsockopt(e->fd_, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu)) != 0 ||
       setsockopt(e->fd_, IPPROTO_IP, IP_PKTINFO, &one, sizeof(one)) != 0)
     return Status(errno);
+  if (o.reuse_addr && setsockopt(e->fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0)
+    return Status(errno);
   // Bursts (a window of packets, READ responses) must not overflow the
   // socket: RC would recover, but every overflow costs a timeout. The
   // *FORCE variants exceed net.core.[rw]mem_max when privileged.
@@ -66,13 +68,21 @@ Result<std::unique_ptr<UdpEndpoint>> UdpEndpoint::open(const Options& o) {
   socklen_t al = sizeof(a);
   getsockname(e->fd_, reinterpret_cast<sockaddr*>(&a), &al);
   e->local_ = UdpAddr{a.sin_addr.s_addr, ntohs(a.sin_port)};
+  if (o.connect_to.ip) {
+    sockaddr_in c{};
+    c.sin_family = AF_INET;
+    c.sin_addr.s_addr = o.connect_to.ip;
+    c.sin_port = htons(o.connect_to.port);
+    if (connect(e->fd_, reinterpret_cast<sockaddr*>(&c), sizeof(c)) != 0) return Status(errno);
+  }
   if (o.faults.any()) e->faults_ = std::make_unique<FaultInjector>(o.faults);
-  if (!o.capture.empty()) {
+  if (o.capture_to) {
+    e->capture_ = o.capture_to;
+  } else if (!o.capture.empty()) {
     auto w = wire::PcapWriter::open(o.capture);
     if (!w.is_ok()) return Status(w.err());
     e->capture_ = std::move(w.value());
   }
-  e->rx_.resize(size_t(kBatch) * kMaxDatagram);
   return e;
 }
 
@@ -134,13 +144,19 @@ int UdpEndpoint::poll(const OnPacket& on_packet, int max) {
   sockaddr_in from[kBatch];
   alignas(cmsghdr) char ctl[kBatch][CMSG_SPACE(sizeof(in_pktinfo))];
   const int want = max < kBatch ? max : kBatch;
+  if (rx_.empty()) rx_.resize(size_t(kBatch) * kMaxDatagram);  // sending-only endpoints never need it
   for (int i = 0; i < want; ++i) {
     iov[i] = iovec{rx_.data() + size_t(i) * kMaxDatagram, kMaxDatagram};
     msgs[i].msg_hdr = msghdr{&from[i], sizeof(from[i]), &iov[i], 1, ctl[i], sizeof(ctl[i]), 0};
     msgs[i].msg_len = 0;
   }
   const int got = recvmmsg(fd_, msgs, unsigned(want), MSG_DONTWAIT, nullptr);
-  if (got <= 0) return 0;
+  if (got <= 0) {
+    // A connected socket reports an ICMP error (ECONNREFUSED: nobody listened
+    // at the peer yet) once, through the next receive: nothing to do for RC,
+    // which retransmits.
+    return 0;
+  }
   for (int i = 0; i < got; ++i) {
     ++stats_.received;
     const uint8_t* d = static_cast<const uint8_t*>(iov[i].iov_base);
@@ -168,7 +184,7 @@ int UdpEndpoint::poll(const OnPacket& on_packet, int max) {
       ++stats_.malformed;
       continue;
     }
-    on_packet(p, src);
+    on_packet(p, src, dst);
   }
   return got;
 }

@@ -35,12 +35,21 @@ class UdpEndpoint {
   struct Options {
     UdpAddr bind;  // a specific address: the ICRC needs the source address
     FaultConfig faults;
-    std::string capture;  // pcap file to write, or empty
+    std::string capture;                           // pcap file to write, or empty
+    std::shared_ptr<wire::PcapWriter> capture_to;  // or a capture shared with other endpoints
+    /// Share the port with other sockets that ask the same (SO_REUSEADDR):
+    /// every RC flow's receive socket is bound to <address>:4791.
+    bool reuse_addr = false;
+    /// Receive only this peer's datagrams (connect()): Linux hands a
+    /// datagram to the connected socket of its flow before any unconnected
+    /// one on the port. Never for sending sockets (see the header comment).
+    UdpAddr connect_to;
   };
   struct Stats {
     uint64_t sent = 0, send_errors = 0, received = 0, bad_icrc = 0, malformed = 0, cnp = 0;
   };
-  using OnPacket = std::function<void(const wire::Packet&, const UdpAddr& from)>;
+  /// A packet that passed its checks; `to` is the address it was sent to.
+  using OnPacket = std::function<void(const wire::Packet&, const UdpAddr& from, const UdpAddr& to)>;
 
   static Result<std::unique_ptr<UdpEndpoint>> open(const Options& o);
   ~UdpEndpoint();
@@ -67,7 +76,7 @@ class UdpEndpoint {
   UdpAddr local_;
   Stats stats_;
   std::unique_ptr<FaultInjector> faults_;
-  std::unique_ptr<wire::PcapWriter> capture_;
+  std::shared_ptr<wire::PcapWriter> capture_;
   std::vector<uint8_t> tx_;
   std::vector<uint8_t> rx_;
 };

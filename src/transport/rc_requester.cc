@@ -204,6 +204,17 @@ void RcRequester::fail_front(WcStatus st) {
   env_->qp_error();
 }
 
+void RcRequester::flush() {
+  failed_ = true;
+  while (!q_.empty()) {
+    Entry& e = q_.front();
+    e.w.signaled = true;  // flushed WQEs always complete (IBA 10.8.3.3)
+    env_->complete(e.w, WcStatus::kWrFlushErr, 0);
+    q_.pop_front();
+  }
+  deadline_ = rnr_until_ = 0;
+}
+
 void RcRequester::on_response(const Packet& p, uint64_t now) {
   if (failed_ || q_.empty() || cfg_.unreliable) {
     ++stats_.dropped;

@@ -36,6 +36,7 @@ struct SqWqe {
   uint32_t imm = 0;  // network order
   uint32_t inv_rkey = 0;
   uint64_t compare_add = 0, swap = 0;
+  std::vector<uint8_t> owned;  // inline data: `local` points here
 };
 
 class RequesterEnv {
@@ -77,6 +78,10 @@ class RcRequester {
   void on_timer(uint64_t now_ns);
   /// When on_timer wants to run next (UINT64_MAX: nothing pending).
   uint64_t next_deadline() const;
+
+  /// The QP went to ERR from outside (ibv_modify_qp, a responder error):
+  /// every WQE still held completes with WR_FLUSH_ERR; later posts too.
+  void flush();
 
   bool failed() const { return failed_; }
   size_t outstanding() const { return q_.size(); }

@@ -122,6 +122,7 @@ void RcResponder::do_send(const Packet& p, const OpInfo& info) {
     ri.imm = p.imm;
     ri.has_inv = info.flags & kHasInv;
     ri.inv_rkey = p.inv_rkey;
+    ri.solicited = p.bth.solicited;
     msn_ = psn_add(msn_, 1);
     env_->complete_recv(recv_, WcStatus::kSuccess, uint32_t(recv_offset_), ri);
   }
@@ -168,6 +169,7 @@ void RcResponder::do_write(const Packet& p, const OpInfo& info) {
       ri.opcode = core::WcOpcode::kRecvRdmaWithImm;
       ri.has_imm = true;
       ri.imm = p.imm;
+      ri.solicited = p.bth.solicited;
       env_->complete_recv(imm_recv, WcStatus::kSuccess, 0, ri);
     }
   }

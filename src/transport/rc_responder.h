@@ -31,8 +31,9 @@ struct RecvInfo {
   bool has_imm = false;
   bool has_inv = false;
   uint32_t inv_rkey = 0;
-  uint32_t src_qp = 0;    // UD: the sender's QP (DETH)
-  bool with_grh = false;  // UD: the buffer starts with the 40-byte GRH
+  bool solicited = false;  // the last packet's SE bit (IBA 9.2.2)
+  uint32_t src_qp = 0;     // UD: the sender's QP (DETH)
+  bool with_grh = false;   // UD: the buffer starts with the 40-byte GRH
 };
 
 enum class Access {

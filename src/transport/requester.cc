@@ -119,6 +119,7 @@ Status Qp::post_send(const SendWqe& w) {
     complete_send(w, WcStatus::kWrFlushErr, 0);
     return Status::ok();
   }
+  if (net_) return net_post(w);
   if (!deferred_.empty() || st == QpState::kSqd) {
     defer(w, Exec::kNoResponse, ExecOut{});
     deferred_.back().next_try_ns = 0;  // queued, not yet tried
@@ -270,9 +271,7 @@ void Qp::flush_sq_st() {
   }
 }
 
-Qp::Exec Qp::execute(const SendWqe& w, ExecOut* out) {
-  // Local side: gather list through our own MR table (IBA C10-xx: L_Key checks).
-  iovec loc[kLimits.max_sge];
+WcStatus Qp::gather(const SendWqe& w, iovec* loc, size_t* nlp, uint64_t* lenp) {
   size_t nl = 0;
   uint64_t len = 0;
   const bool needs_local_write = w.opcode == WrOpcode::kRdmaRead || is_atomic(w.opcode);
@@ -284,24 +283,27 @@ Qp::Exec Qp::execute(const SendWqe& w, ExecOut* out) {
     } else {
       const MrView* mr = mr_read_cached(ctx_->mr_entry(s.lkey), s.lkey, &local_mr_cache_);
       if (!mr || mr->pd_id != pd_id_ || !mr_contains(*mr, s.addr, s.length) ||
-          (needs_local_write && !(mr->access & access::kLocalWrite))) {
-        out->status = WcStatus::kLocProtErr;
-        return Exec::kDone;
-      }
+          (needs_local_write && !(mr->access & access::kLocalWrite)))
+        return WcStatus::kLocProtErr;
       loc[nl++] = iovec{reinterpret_cast<void*>(mr->vaddr + (s.addr - mr->iova)), s.length};
     }
     len += s.length;
   }
-  if (len > kLimits.max_msg_sz) {
-    out->status = WcStatus::kLocLenErr;
-    return Exec::kDone;
-  }
-  if (type_ == QpType::kUd && len > mtu_enum_to_bytes(active_mtu_enum(ctx_->dev().if_mtu))) {
-    out->status = WcStatus::kLocLenErr;
-    return Exec::kDone;
-  }
-  if (is_atomic(w.opcode) && (nl == 0 || loc[0].iov_len < 8)) {
-    out->status = WcStatus::kLocLenErr;
+  *nlp = nl;
+  *lenp = len;
+  if (len > kLimits.max_msg_sz) return WcStatus::kLocLenErr;
+  if (type_ == QpType::kUd && len > mtu_enum_to_bytes(active_mtu_enum(ctx_->dev().if_mtu)))
+    return WcStatus::kLocLenErr;
+  if (is_atomic(w.opcode) && (nl == 0 || loc[0].iov_len < 8)) return WcStatus::kLocLenErr;
+  return WcStatus::kSuccess;
+}
+
+Qp::Exec Qp::execute(const SendWqe& w, ExecOut* out) {
+  iovec loc[kLimits.max_sge];
+  size_t nl = 0;
+  uint64_t len = 0;
+  if (WcStatus ls = gather(w, loc, &nl, &len); ls != WcStatus::kSuccess) {
+    out->status = ls;
     return Exec::kDone;
   }
   const bool reliable = type_ == QpType::kRc || type_ == QpType::kXrcSend;

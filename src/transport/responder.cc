@@ -10,6 +10,7 @@
 #include "core/qp_state.h"
 #include "core/rq_ring.h"
 #include "link/shm_link.h"
+#include "transport/target.h"
 #include "wire/grh.h"
 
 namespace uroce::transport {
@@ -22,18 +23,7 @@ bool receiving(const PeerQp& t) {
   return t.valid() && state_can_receive(QpState(t.qp->state.load(std::memory_order_acquire)));
 }
 
-/// Where a request's receive-side effects go: the target QP's own receive
-/// queue, CQ, PD and process, or, for an XRC target QP, those of the XRC SRQ
-/// the message names (IBA 9.8.2), which may live in another process.
-struct Rx {
-  PeerSegment* seg;
-  RqRing* rq;  // null for a QP without a receive queue
-  CqRing* cq;
-  uint32_t pd_id;
-  uint64_t* rq_tail_seen = nullptr;  // the requester's copies (see PeerQp), when they apply
-  uint64_t* cq_head_seen = nullptr;
-  MrCache* mr_cache = nullptr;
-};
+}  // namespace
 
 /// False if an XRC message names no valid SRQ of the target QP's domain.
 bool rx_of(const PeerQp& t, uint32_t xrc_srqn, Rx* rx) {
@@ -78,12 +68,12 @@ uint8_t* mapped(const Rx& x, const MrView& mr, uint32_t key, uint64_t va, uint64
   return peer_pages(x.seg, mr, key_slot(key), va, len);
 }
 
-void post_async(const PeerQp& t, AsyncEvent ev, uint64_t handle) {
+static void post_async(const PeerQp& t, AsyncEvent ev, uint64_t handle) {
   NotifyMsg m{kNotifyAsync, uint32_t(ev), handle};
   notify_post(t.qp->owner_pid, t.qp->owner_ctx_id, m);
 }
 
-void push_cqe(const Rx& x, const Cqe& c, bool solicited, const CqBounce* bounce = nullptr) {
+void push_cqe(const Rx& x, const Cqe& c, bool solicited, const CqBounce* bounce) {
   CqRing* r = x.cq;
   if (!r) return;
   switch (cq_push(x.seg->base, r, c, solicited, bounce, x.cq_head_seen)) {
@@ -150,8 +140,6 @@ bool claim_recv(const PeerQp& t, const Rx& x, ClaimedRecv* r, RnrInfo* rnr) {
   }
   return true;
 }
-
-}  // namespace
 
 uint64_t target_rq_tail(const PeerQp& t, uint32_t xrc_srqn) {
   Rx x;

@@ -11,6 +11,7 @@
 #include "core/limits.h"
 #include "core/notify.h"
 #include "core/service.h"
+#include "transport/net_engine.h"
 #include "verbs/export.h"
 #include "verbs/objects.h"
 
@@ -81,8 +82,13 @@ void to_wc(const core::Cqe& c, ibv_wc* wc) {
 int op_poll_cq(ibv_cq* cq, int n, ibv_wc* wc) {
   UCq* c = ucq(cq);
   int i = 0;
-  const int total = c->core->poll_each(n, [&](const core::Cqe& e) { to_wc(e, &wc[i++]); });
-  if (total == 0) core::Service::poke_if_deferred();  // nothing yet: retry deferred sends
+  int total = c->core->poll_each(n, [&](const core::Cqe& e) { to_wc(e, &wc[i++]); });
+  if (total == 0) {
+    core::Service::poke_if_deferred();  // nothing yet: retry deferred sends
+    // Network QPs: take in what has arrived instead of waiting for the engine thread.
+    if (transport::NetEngine::active() && transport::NetEngine::get().poll_now())
+      total = c->core->poll_each(n, [&](const core::Cqe& e) { to_wc(e, &wc[i++]); });
+  }
   return total;
 }
 
@@ -107,7 +113,9 @@ int ex_start_poll(ibv_cq_ex* cq, ibv_poll_cq_attr* attr) {
   UCq* c = cur(cq);
   if (c->core->poll(1, &c->cur) == 0) {
     core::Service::poke_if_deferred();
-    return ENOENT;
+    if (!transport::NetEngine::active() || !transport::NetEngine::get().poll_now() ||
+        c->core->poll(1, &c->cur) == 0)
+      return ENOENT;
   }
   expose(c);
   return 0;

@@ -1,5 +1,6 @@
 #include "wire/pcap_writer.h"
 
+#include <dlfcn.h>
 #include <pcap/pcap.h>
 
 #include <cerrno>
@@ -8,18 +9,54 @@
 
 namespace uroce::wire {
 
+namespace {
+
+/// libpcap, opened when the first capture is asked for: the drop-in
+/// libibverbs.so.1 must load on machines without it (docs/network-link.md).
+struct Pcap {
+  decltype(&pcap_open_dead) open_dead = nullptr;
+  decltype(&pcap_dump_open) dump_open = nullptr;
+  decltype(&pcap_dump) dump = nullptr;
+  decltype(&pcap_dump_flush) dump_flush = nullptr;
+  decltype(&pcap_dump_close) dump_close = nullptr;
+  decltype(&pcap_close) close = nullptr;
+  bool ok = false;
+};
+
+const Pcap& pcap_lib() {
+  static const Pcap p = [] {
+    Pcap r;
+    void* h = dlopen("libpcap.so.0.8", RTLD_NOW | RTLD_LOCAL);
+    if (!h) h = dlopen("libpcap.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!h) return r;
+    r.open_dead = reinterpret_cast<decltype(r.open_dead)>(dlsym(h, "pcap_open_dead"));
+    r.dump_open = reinterpret_cast<decltype(r.dump_open)>(dlsym(h, "pcap_dump_open"));
+    r.dump = reinterpret_cast<decltype(r.dump)>(dlsym(h, "pcap_dump"));
+    r.dump_flush = reinterpret_cast<decltype(r.dump_flush)>(dlsym(h, "pcap_dump_flush"));
+    r.dump_close = reinterpret_cast<decltype(r.dump_close)>(dlsym(h, "pcap_dump_close"));
+    r.close = reinterpret_cast<decltype(r.close)>(dlsym(h, "pcap_close"));
+    r.ok = r.open_dead && r.dump_open && r.dump && r.dump_flush && r.dump_close && r.close;
+    return r;
+  }();
+  return p;
+}
+
+}  // namespace
+
 Result<std::unique_ptr<PcapWriter>> PcapWriter::open(const std::string& path) {
+  const Pcap& lib = pcap_lib();
+  if (!lib.ok) return Status(ENOSYS);  // libpcap (Debian: libpcap0.8) is not installed
   std::unique_ptr<PcapWriter> w(new PcapWriter());
-  w->dead_ = pcap_open_dead(DLT_EN10MB, 65535);
+  w->dead_ = lib.open_dead(DLT_EN10MB, 65535);
   if (!w->dead_) return Status(ENOMEM);
-  w->dumper_ = pcap_dump_open(w->dead_, path.c_str());
+  w->dumper_ = lib.dump_open(w->dead_, path.c_str());
   if (!w->dumper_) return Status(errno ? errno : EIO);
   return w;
 }
 
 PcapWriter::~PcapWriter() {
-  if (dumper_) pcap_dump_close(dumper_);
-  if (dead_) pcap_close(dead_);
+  if (dumper_) pcap_lib().dump_close(dumper_);
+  if (dead_) pcap_lib().close(dead_);
 }
 
 void PcapWriter::write(std::span<const uint8_t> ip_udp, std::span<const uint8_t> payload,
@@ -40,8 +77,8 @@ void PcapWriter::write(std::span<const uint8_t> ip_udp, std::span<const uint8_t>
   h.ts.tv_usec = suseconds_t(unix_time_ns % 1000000000ull / 1000);
   h.caplen = h.len = uint32_t(frame.size());
   std::lock_guard<std::mutex> g(mu_);
-  pcap_dump(reinterpret_cast<u_char*>(dumper_), &h, frame.data());
-  pcap_dump_flush(dumper_);
+  pcap_lib().dump(reinterpret_cast<u_char*>(dumper_), &h, frame.data());
+  pcap_lib().dump_flush(dumper_);
 }
 
 }  // namespace uroce::wire

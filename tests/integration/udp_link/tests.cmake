@@ -7,3 +7,5 @@ math(EXPR UROCE_UDP_TEST_PORT "${UROCE_TEST_PORT_BASE} + 300")
 uroce_gtest(udp_link_test LABEL integration TIMEOUT 60 SOURCES ${CMAKE_CURRENT_LIST_DIR}/udp_link_test.cc)
 set_property(TEST udp_link_test APPEND PROPERTY ENVIRONMENT
   "UROCE_TEST_UDP_PORT=${UROCE_UDP_TEST_PORT};UROCE_SHARED_WIRE=${PROJECT_SOURCE_DIR}/../shared/wire")
+# The live capture on lo uses libpcap directly (the library only dlopens it).
+target_link_libraries(udp_link_test PRIVATE PkgConfig::PCAP)

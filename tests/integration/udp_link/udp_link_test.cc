@@ -58,7 +58,7 @@ std::vector<Got> receive(UdpEndpoint& e, size_t n, uint64_t datagrams = UINT64_M
       waited += 100;
       continue;
     }
-    e.poll([&](const Packet& p, const UdpAddr& from) {
+    e.poll([&](const Packet& p, const UdpAddr& from, const UdpAddr&) {
       Got g{p, std::vector<uint8_t>(p.payload.begin(), p.payload.end()), from};
       g.p.payload = {};
       got.push_back(std::move(g));

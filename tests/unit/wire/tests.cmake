@@ -4,7 +4,7 @@ set(UROCE_WIRE_SAMPLES ${PROJECT_SOURCE_DIR}/../shared/wire)
 
 uroce_gtest(wire_packet_test LABEL unit TIMEOUT 30
             SOURCES ${CMAKE_CURRENT_LIST_DIR}/packet_test.cc ${CMAKE_CURRENT_LIST_DIR}/captures_test.cc)
-target_link_libraries(wire_packet_test PRIVATE uroce_wire)
+target_link_libraries(wire_packet_test PRIVATE uroce_wire PkgConfig::PCAP)  # reads captures with libpcap
 set_property(TEST wire_packet_test APPEND PROPERTY ENVIRONMENT "UROCE_WIRE_SAMPLES=${UROCE_WIRE_SAMPLES}/samples")
 
 add_executable(wire_write_samples ${CMAKE_CURRENT_LIST_DIR}/write_samples.cc)

@@ -1,0 +1,224 @@
+// A connected QP on the network link: when it goes there, and the glue
+// between core::Qp (verbs, queues, CQs) and transport::NetQp (the RC / UC
+// state machines on UDP). See docs/network-link.md.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "common/log.h"
+#include "core/limits.h"
+#include "core/peer_map.h"
+#include "core/qp.h"
+#include "core/timers.h"
+#include "transport/net_engine.h"
+#include "transport/net_qp.h"
+
+namespace uroce::core {
+
+namespace {
+
+enum class LinkChoice { kAuto, kUdp, kShm };
+
+/// UROCE_LINK: "udp" sends every connected QP with a global route over UDP,
+/// even to a process of the same host (wire testing); "shm" never uses
+/// UDP; unset or "auto": UDP exactly when the destination address is not
+/// one of this host's (network namespace's) own.
+LinkChoice link_choice() {
+  static const LinkChoice c = [] {
+    const char* e = getenv("UROCE_LINK");
+    if (!e || !*e || !strcmp(e, "auto")) return LinkChoice::kAuto;
+    if (!strcmp(e, "udp")) return LinkChoice::kUdp;
+    if (!strcmp(e, "shm")) return LinkChoice::kShm;
+    UROCE_ERR("UROCE_LINK=%s: expected udp, shm or auto; using auto", e);
+    return LinkChoice::kAuto;
+  }();
+  return c;
+}
+
+bool v4_mapped(const uint8_t* gid, uint32_t* ip) {
+  static const uint8_t kPrefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+  if (memcmp(gid, kPrefix, 12) != 0) return false;
+  memcpy(ip, gid + 12, 4);
+  return true;
+}
+
+/// Is `ip` an address of this host? (Binding to it succeeds only then.)
+bool local_address(uint32_t ip) {
+  int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = ip;
+  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
+  close(fd);
+  return ok;
+}
+
+transport::MsgKind kind_of(WrOpcode op) {
+  switch (op) {
+    case WrOpcode::kSendWithImm:
+      return transport::MsgKind::kSendImm;
+    case WrOpcode::kSendWithInv:
+      return transport::MsgKind::kSendInv;
+    case WrOpcode::kRdmaWrite:
+      return transport::MsgKind::kWrite;
+    case WrOpcode::kRdmaWriteWithImm:
+      return transport::MsgKind::kWriteImm;
+    case WrOpcode::kRdmaRead:
+      return transport::MsgKind::kReadRequest;
+    case WrOpcode::kAtomicCmpAndSwp:
+      return transport::MsgKind::kCompareSwap;
+    case WrOpcode::kAtomicFetchAndAdd:
+      return transport::MsgKind::kFetchAdd;
+    default:
+      return transport::MsgKind::kSend;
+  }
+}
+
+WcOpcode wc_of(transport::MsgKind k) {
+  switch (k) {
+    case transport::MsgKind::kWrite:
+    case transport::MsgKind::kWriteImm:
+      return WcOpcode::kRdmaWrite;
+    case transport::MsgKind::kReadRequest:
+      return WcOpcode::kRdmaRead;
+    case transport::MsgKind::kCompareSwap:
+      return WcOpcode::kCompSwap;
+    case transport::MsgKind::kFetchAdd:
+      return WcOpcode::kFetchAdd;
+    default:
+      return WcOpcode::kSend;
+  }
+}
+
+uint32_t path_mtu_bytes(const QpModifyArgs& a, uint32_t if_mtu) {
+  const uint32_t link = transport::pmtu_bytes(active_mtu_enum(if_mtu));
+  const uint32_t asked = a.path_mtu ? transport::pmtu_bytes(a.path_mtu) : link;
+  return asked < link ? asked : link;
+}
+
+}  // namespace
+
+bool Qp::wants_network() const {
+  if (type_ != QpType::kRc && type_ != QpType::kUc) return false;
+  if (!attr_.av.is_global) return false;  // no GRH: a LID, which only the shared-memory link knows
+  const LinkChoice c = link_choice();
+  if (c == LinkChoice::kShm) return false;
+  uint32_t dst, src;
+  if (!v4_mapped(attr_.av.dgid, &dst)) return false;
+  const DeviceInfo& d = ctx_->dev();
+  if (attr_.av.sgid_index >= d.num_gids || !v4_mapped(d.gids[attr_.av.sgid_index], &src)) return false;
+  return c == LinkChoice::kUdp || !local_address(dst);
+}
+
+Status Qp::net_open() {
+  const DeviceInfo& d = ctx_->dev();
+  transport::NetQp::Config c;
+  c.type = type_;
+  c.qpn = qpn_;
+  if (!v4_mapped(d.gids[attr_.av.sgid_index], &c.local_ip) || !v4_mapped(attr_.av.dgid, &c.remote_ip))
+    return Status(EINVAL);
+  c.sport = transport::udp_sport(attr_.av.flow_label, qpn_, attr_.dest_qpn);
+  c.pmtu = path_mtu_bytes(attr_, d.if_mtu);
+  c.resp.dest_qp = attr_.dest_qpn;
+  c.resp.epsn = attr_.rq_psn;
+  c.resp.min_rnr_timer = attr_.min_rnr_timer;
+  c.resp.max_dest_rd_atomic = attr_.max_dest_rd_atomic ? attr_.max_dest_rd_atomic : 1;
+  auto self = PeerMap::get().resolve(qpn_);
+  if (!self.is_ok()) return Status(self.err());
+  transport::NetEngine& e = transport::NetEngine::get();
+  auto q = transport::NetQp::open(
+      c, self.value(), ctx_->host(), e.settings(),
+      [this](const transport::SqWqe& w, WcStatus st, uint32_t n) { net_send_done(w, st, n); });
+  if (!q.is_ok()) return Status(q.err());
+  net_ = std::move(q.value());
+  if (Status s = e.add(net_.get()); !s.is_ok()) {
+    net_.reset();
+    return s;
+  }
+  return Status::ok();
+}
+
+void Qp::net_start_requester() {
+  transport::RequesterConfig r;
+  r.dest_qp = attr_.dest_qpn;
+  r.sq_psn = attr_.sq_psn;
+  r.timeout_ns = ack_timeout_ns(attr_.timeout);
+  r.retry_cnt = attr_.retry_cnt;
+  r.rnr_retry = attr_.rnr_retry;
+  r.max_rd_atomic = attr_.max_rd_atomic ? attr_.max_rd_atomic : 1;
+  net_->start_requester(r);
+}
+
+void Qp::net_close() {
+  if (!net_) return;
+  transport::NetEngine::get().remove(net_.get());
+  net_.reset();
+}
+
+Status Qp::net_post(const SendWqe& w) {
+  iovec loc[kLimits.max_sge];
+  size_t nl = 0;
+  uint64_t len = 0;
+  transport::SqWqe q;
+  q.wr_id = w.wr_id;
+  q.kind = kind_of(w.opcode);
+  q.signaled = sq_sig_all_ || (w.flags & send_flags::kSignaled);
+  q.solicited = w.flags & send_flags::kSolicited;
+  q.fence = w.flags & send_flags::kFence;
+  if (WcStatus ls = gather(w, loc, &nl, &len); ls != WcStatus::kSuccess) {
+    // A local error completes at once and the QP goes to ERR (IBA 10.8.3.2).
+    q.signaled = true;
+    net_send_done(q, ls, 0);
+    net_->flush();
+    enter_error_st();
+    return Status::ok();
+  }
+  q.len = uint32_t(len);
+  if (w.flags & send_flags::kInline) {
+    // Inline data belongs to the caller only during the call: keep a copy.
+    q.owned.resize(len);
+    size_t at = 0;
+    for (size_t i = 0; i < nl; ++i) {
+      memcpy(q.owned.data() + at, loc[i].iov_base, loc[i].iov_len);
+      at += loc[i].iov_len;
+    }
+    if (len) q.local.push_back(iovec{q.owned.data(), size_t(len)});
+  } else {
+    q.local.assign(loc, loc + nl);
+  }
+  q.remote_va = w.remote_addr;
+  q.rkey = w.rkey;
+  if (q.kind == transport::MsgKind::kSendInv)
+    q.inv_rkey = w.imm;
+  else
+    q.imm = w.imm;
+  q.compare_add = w.compare_add;
+  q.swap = w.swap;
+  net_->post(std::move(q));
+  transport::NetEngine::get().kick(net_->next_deadline());
+  return Status::ok();
+}
+
+void Qp::net_send_done(const transport::SqWqe& w, WcStatus st, uint32_t byte_len) {
+  if (!w.signaled && st == WcStatus::kSuccess) {
+    net_unsignaled_++;
+    return;
+  }
+  Cqe c{};
+  c.wr_id = w.wr_id;
+  c.status = uint32_t(st);
+  c.opcode = uint32_t(wc_of(w.kind));
+  c.byte_len = st == WcStatus::kSuccess ? byte_len : 0;
+  c.qp_num = qpn_;
+  c.local_qp = local_id_;
+  c.sq_retire = net_unsignaled_ + 1;
+  net_unsignaled_ = 0;
+  send_cq_->push_local(c, true);
+}
+
+}  // namespace uroce::core

@@ -1,0 +1,207 @@
+#include "transport/net_engine.h"
+
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/log.h"
+
+namespace uroce::transport {
+
+namespace {
+
+constexpr uint64_t kIdleWakeNs = 100'000'000;  // re-check deadlines at least this often
+constexpr int kMaxEvents = 64;
+constexpr int kMaxRoundsPerSocket = 8;  // batches per readable socket per round
+
+struct EState {
+  std::mutex run_mu;  // held while calling into NetQps; add/remove take it
+  std::vector<NetQp*> slots;
+  std::unordered_map<uint32_t, NetQp*> by_qpn;
+  int ep = -1, wake = -1;
+  bool started = false;
+  std::atomic<uint64_t> planned_wake{0};
+  std::atomic<int> n_active{0};
+  std::once_flag settings_once;
+  NetLinkSettings settings;
+};
+
+EState& es() {
+  static EState* s = new EState();  // lives for the process
+  return *s;
+}
+
+std::string expand_pid(std::string path) {
+  for (size_t at; (at = path.find("%p")) != std::string::npos;) path.replace(at, 2, std::to_string(getpid()));
+  return path;
+}
+
+}  // namespace
+
+NetEngine& NetEngine::get() {
+  static NetEngine e;
+  return e;
+}
+
+bool NetEngine::active() { return es().n_active.load(std::memory_order_relaxed) != 0; }
+
+const NetLinkSettings& NetEngine::settings() {
+  EState& s = es();
+  std::call_once(s.settings_once, [&s] {
+    if (const char* f = getenv("UROCE_FAULTS"); f && *f) {
+      auto c = link::parse_faults(f);
+      if (c.is_ok())
+        s.settings.faults = c.value();
+      else
+        UROCE_ERR("UROCE_FAULTS=%s: not understood (drop=P,dup=P,reorder=P,corrupt=P,seed=N); no faults", f);
+    }
+    if (const char* c = getenv("UROCE_CAPTURE"); c && *c) {
+      const std::string path = expand_pid(c);
+      auto w = wire::PcapWriter::open(path);
+      if (w.is_ok())
+        s.settings.capture = std::move(w.value());
+      else
+        UROCE_ERR("UROCE_CAPTURE=%s: cannot write (%s)", path.c_str(), strerror(w.err()));
+    }
+  });
+  return s.settings;
+}
+
+Status NetEngine::add(NetQp* q) {
+  EState& s = es();
+  std::lock_guard<std::mutex> g(s.run_mu);
+  if (!s.started) {
+    s.ep = epoll_create1(EPOLL_CLOEXEC);
+    s.wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (s.ep < 0 || s.wake < 0) return Status(errno);
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u32 = UINT32_MAX;
+    epoll_ctl(s.ep, EPOLL_CTL_ADD, s.wake, &ev);
+    s.started = true;
+    std::thread([this] { loop(); }).detach();
+  }
+  uint32_t slot = 0;
+  while (slot < s.slots.size() && s.slots[slot]) ++slot;
+  if (slot == s.slots.size()) s.slots.push_back(nullptr);
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u32 = slot;
+  if (epoll_ctl(s.ep, EPOLL_CTL_ADD, q->rx().fd(), &ev) != 0) return Status(errno);
+  s.slots[slot] = q;
+  s.by_qpn[q->qpn()] = q;
+  s.n_active.fetch_add(1, std::memory_order_relaxed);
+  return Status::ok();
+}
+
+void NetEngine::remove(NetQp* q) {
+  EState& s = es();
+  std::lock_guard<std::mutex> g(s.run_mu);
+  for (NetQp*& x : s.slots)
+    if (x == q) {
+      epoll_ctl(s.ep, EPOLL_CTL_DEL, q->rx().fd(), nullptr);
+      x = nullptr;
+      s.n_active.fetch_sub(1, std::memory_order_relaxed);
+    }
+  auto it = s.by_qpn.find(q->qpn());
+  if (it != s.by_qpn.end() && it->second == q) s.by_qpn.erase(it);
+}
+
+void NetEngine::kick(uint64_t deadline) {
+  EState& s = es();
+  if (deadline >= s.planned_wake.load(std::memory_order_relaxed)) return;
+  s.planned_wake.store(deadline, std::memory_order_relaxed);
+  uint64_t one = 1;
+  ssize_t w = write(s.wake, &one, sizeof(one));
+  (void)w;
+}
+
+int NetEngine::round(const int* ready, int n, uint64_t) {
+  EState& s = es();
+  int got = 0;
+  auto dispatch = [&s](const wire::Packet& p, const link::UdpAddr&, const link::UdpAddr&) {
+    auto it = s.by_qpn.find(p.bth.dest_qp);
+    if (it != s.by_qpn.end()) it->second->on_packet(p);
+  };
+  for (int i = 0; i < n; ++i) {
+    if (ready[i] < 0 || size_t(ready[i]) >= s.slots.size()) continue;
+    NetQp* q = s.slots[size_t(ready[i])];
+    if (!q) continue;
+    for (int r = 0; r < kMaxRoundsPerSocket; ++r) {
+      const int k = q->rx().poll(dispatch);
+      got += k;
+      if (k < 16) break;
+    }
+  }
+  return got;
+}
+
+bool NetEngine::poll_now() {
+  EState& s = es();
+  if (s.n_active.load(std::memory_order_relaxed) == 0) return false;
+  std::unique_lock<std::mutex> g(s.run_mu, std::try_to_lock);
+  if (!g.owns_lock()) return false;
+  int ready[kMaxEvents];
+  int n = 0;
+  for (size_t i = 0; i < s.slots.size() && n < kMaxEvents; ++i)
+    if (s.slots[i]) ready[n++] = int(i);
+  return round(ready, n, now_ns()) > 0;
+}
+
+void NetEngine::loop() {
+  EState& s = es();
+  epoll_event evs[kMaxEvents];
+  for (;;) {
+    uint64_t now = now_ns();
+    // Timers first: what is due runs, the earliest of the rest sets the sleep.
+    uint64_t next = now + kIdleWakeNs;
+    {
+      std::lock_guard<std::mutex> g(s.run_mu);
+      for (NetQp* q : s.slots) {
+        if (!q) continue;
+        uint64_t d = q->next_deadline();
+        if (d <= now) {
+          q->on_timer(now);
+          d = q->next_deadline();
+        }
+        if (d < next) next = d;
+      }
+    }
+    s.planned_wake.store(next, std::memory_order_relaxed);
+    const uint64_t wait = next > now ? next - now : 0;
+    timespec ts{time_t(wait / 1000000000ull), long(wait % 1000000000ull)};
+    const int n = epoll_pwait2(s.ep, evs, kMaxEvents, &ts, nullptr);
+    if (n <= 0) {
+      // Idle: release what the fault injectors hold back.
+      std::lock_guard<std::mutex> g(s.run_mu);
+      for (NetQp* q : s.slots)
+        if (q) q->flush_link();
+      continue;
+    }
+    int ready[kMaxEvents];
+    int m = 0;
+    for (int i = 0; i < n; ++i) {
+      if (evs[i].data.u32 == UINT32_MAX) {
+        uint64_t v;
+        ssize_t r = read(s.wake, &v, sizeof(v));
+        (void)r;
+        continue;
+      }
+      ready[m++] = int(evs[i].data.u32);
+    }
+    std::lock_guard<std::mutex> g(s.run_mu);
+    round(ready, m, now_ns());
+  }
+}
+
+}  // namespace uroce::transport

@@ -1,0 +1,245 @@
+#include "transport/net_qp.h"
+
+#include <cstring>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "core/notify.h"
+#include "core/qp_state.h"
+#include "link/shm_link.h"
+#include "transport/target.h"
+
+namespace uroce::transport {
+
+using namespace uroce::core;
+
+uint16_t udp_sport(uint32_t flow_label, uint32_t lqpn, uint32_t rqpn) {
+  uint32_t fl = flow_label & 0xfffff;
+  if (!fl) {
+    // The flow label Linux derives from the QPN pair (rdma_calc_flow_label):
+    // their product with its high bits folded into the low 20.
+    uint64_t v = uint64_t(lqpn) * rqpn;
+    v ^= v >> 20;
+    v ^= v >> 40;
+    fl = uint32_t(v & 0xfffff);
+  }
+  // 20 bits into 14: the top 6 folded onto the low ones, in 0xC000..0xFFFF.
+  return uint16_t(((fl & 0x3fff) ^ (fl >> 14)) | 0xc000);
+}
+
+/// The responder's view of the QP's own memory and queues: the target-side
+/// helpers of the intra-host link, run by the owner on itself.
+class NetQp::Env final : public ResponderEnv, public RequesterEnv {
+ public:
+  explicit Env(NetQp* q) : q_(q) {}
+
+  bool claim_recv(RecvTarget* out) override {
+    Rx x;
+    if (!rx_of(q_->self_, 0, &x)) return false;
+    const uint32_t slot = next_++ & 1;
+    if (!transport::claim_recv(q_->self_, x, &claimed_[slot], nullptr)) return false;
+    out->wr_id = claimed_[slot].wr_id;
+    out->handle = slot;
+    return true;
+  }
+
+  Access place_recv(const RecvTarget& r, uint64_t offset, std::span<const uint8_t> bytes) override {
+    const ClaimedRecv& c = claimed_[r.handle & 1];
+    Rx x;
+    rx_of(q_->self_, 0, &x);
+    uint64_t skip = offset;
+    size_t done = 0;
+    for (uint32_t i = 0; i < c.num_sge && done < bytes.size(); ++i) {
+      const Sge& s = c.sge[i];
+      if (skip >= s.length) {
+        skip -= s.length;
+        continue;
+      }
+      const uint64_t n = std::min<uint64_t>(s.length - skip, bytes.size() - done);
+      MrView buf;
+      const MrView* mr = target_mr(x, s.lkey, s.addr + skip, n, access::kLocalWrite, &buf);
+      if (!mr) return Access::kAccessError;
+      memcpy(reinterpret_cast<void*>(mr->vaddr + (s.addr + skip - mr->iova)), bytes.data() + done, n);
+      done += n;
+      skip = 0;
+    }
+    return done == bytes.size() ? Access::kOk : Access::kLengthError;
+  }
+
+  void complete_recv(const RecvTarget& r, WcStatus st, uint32_t byte_len, const RecvInfo& info) override {
+    Rx x;
+    if (!rx_of(q_->self_, 0, &x)) return;
+    Cqe c = recv_cqe(q_->self_, r.wr_id, st);
+    if (st == WcStatus::kSuccess) {
+      c.opcode = uint32_t(info.opcode);
+      c.byte_len = byte_len;
+      c.src_qp = info.src_qp;
+      if (info.has_imm) {
+        c.imm = info.imm;
+        c.wc_flags |= wc_flags::kWithImm;
+      } else if (info.has_inv) {
+        c.imm = info.inv_rkey;
+        c.wc_flags |= wc_flags::kWithInv;
+      }
+      if (info.with_grh) c.wc_flags |= wc_flags::kGrh;
+    }
+    push_cqe(x, c, info.solicited || st != WcStatus::kSuccess);
+  }
+
+  uint8_t* remote_memory(uint32_t rkey, uint64_t va, uint64_t len, uint32_t need) override {
+    if ((q_->self_.qp->access_flags & need) != need) return nullptr;  // the QP's own rights (IBA 10.2.4)
+    Rx x;
+    if (!rx_of(q_->self_, 0, &x)) return nullptr;
+    MrView buf;
+    const MrView* mr = target_mr(x, rkey, va, len, need, &buf);
+    if (!mr) return nullptr;
+    return reinterpret_cast<uint8_t*>(mr->vaddr + (va - mr->iova));
+  }
+
+  uint64_t atomic(uint8_t* at, bool cas, uint64_t compare_add, uint64_t swap) override {
+    // Atomic against every other RDMA atomic of the host (IBV_ATOMIC_HCA).
+    uint64_t orig = 0;
+    link::atomic_on_peer(
+        q_->host_, link::self_pid(), reinterpret_cast<uint64_t>(at), reinterpret_cast<uint64_t*>(at),
+        cas ? link::AtomicOp::kCmpSwap : link::AtomicOp::kFetchAdd, compare_add, swap, &orig);
+    return orig;
+  }
+
+  void send(wire::Packet& p) override { q_->send(p); }
+  void qp_error(AsyncEvent ev) override { q_->to_error(true, ev); }
+  void complete(const SqWqe& w, WcStatus st, uint32_t byte_len) override { q_->done_(w, st, byte_len); }
+  void qp_error() override { q_->to_error(false, AsyncEvent::kQpFatal); }
+
+ private:
+  NetQp* q_;
+  ClaimedRecv claimed_[2];  // a SEND in progress and a WRITE_WITH_IMM's receive at most
+  uint32_t next_ = 0;
+};
+
+Result<std::unique_ptr<NetQp>> NetQp::open(const Config& c, const PeerQp& self, HostShm* host,
+                                           const NetLinkSettings& link, SendDone done) {
+  std::unique_ptr<NetQp> q(new NetQp());
+  q->cfg_ = c;
+  q->self_ = self;
+  q->host_ = host;
+  q->done_ = std::move(done);
+  q->peer_ = link::UdpAddr{c.remote_ip, kRoceV2Port};
+  q->env_ = std::make_unique<Env>(q.get());
+  link::UdpEndpoint::Options tx;
+  tx.bind = link::UdpAddr{c.local_ip, c.sport};
+  tx.reuse_addr = true;  // flows of this host that hash to the same port share it
+  tx.faults = link.faults;
+  // Distinct, reproducible fault streams per QP.
+  tx.faults.seed = link.faults.seed * 1000003u + c.qpn;
+  tx.capture_to = link.capture;
+  auto t = link::UdpEndpoint::open(tx);
+  if (!t.is_ok()) {
+    UROCE_ERR("QP %u: cannot bind UDP %u.%u.%u.%u:%u (%s)", c.qpn, c.local_ip & 0xff,
+              (c.local_ip >> 8) & 0xff, (c.local_ip >> 16) & 0xff, c.local_ip >> 24, c.sport,
+              strerror(t.err()));
+    return Status(t.err());
+  }
+  q->tx_ = std::move(t.value());
+  link::UdpEndpoint::Options rx;
+  rx.bind = link::UdpAddr{c.local_ip, kRoceV2Port};
+  rx.reuse_addr = true;
+  rx.connect_to = link::UdpAddr{c.remote_ip, c.sport};
+  rx.capture_to = link.capture;
+  auto r = link::UdpEndpoint::open(rx);
+  if (!r.is_ok()) {
+    UROCE_ERR("QP %u: cannot bind UDP port %u (%s)", c.qpn, kRoceV2Port, strerror(r.err()));
+    return Status(r.err());
+  }
+  q->rx_ = std::move(r.value());
+  ResponderConfig rc = c.resp;
+  rc.pmtu = c.pmtu;
+  if (c.type == QpType::kUc)
+    q->uc_resp_ = std::make_unique<UcResponder>(rc, q->env_.get());
+  else
+    q->rc_resp_ = std::make_unique<RcResponder>(rc, q->env_.get());
+  return q;
+}
+
+NetQp::~NetQp() = default;
+
+void NetQp::start_requester(const RequesterConfig& c) {
+  std::lock_guard<std::mutex> g(mu_);
+  RequesterConfig rc = c;
+  rc.pmtu = cfg_.pmtu;
+  rc.unreliable = cfg_.type == QpType::kUc;
+  req_ = std::make_unique<RcRequester>(rc, env_.get());
+}
+
+void NetQp::post(SqWqe w) {
+  std::lock_guard<std::mutex> g(mu_);
+  if (!req_ || flushed_) {
+    w.signaled = true;
+    done_(w, WcStatus::kWrFlushErr, 0);
+    return;
+  }
+  req_->post(std::move(w), now_ns());
+}
+
+void NetQp::on_packet(const wire::Packet& p) {
+  std::lock_guard<std::mutex> g(mu_);
+  if (flushed_) return;
+  const QpState st = QpState(self_.qp->state.load(std::memory_order_acquire));
+  const wire::OpInfo* info = wire::op_info(p.bth.opcode);
+  if (!info) return;
+  if (info->flags & wire::kRequest) {
+    // IBA 10.3.1: a QP receives in RTR, RTS, SQD and SQE; before RTR it drops.
+    if (!state_can_receive(st)) return;
+    if (rc_resp_) rc_resp_->on_request(p);
+    if (uc_resp_) uc_resp_->on_request(p);
+  } else if (req_) {
+    req_->on_response(p, now_ns());
+  }
+}
+
+void NetQp::on_timer(uint64_t now) {
+  std::lock_guard<std::mutex> g(mu_);
+  if (req_ && !flushed_) req_->on_timer(now);
+}
+
+uint64_t NetQp::next_deadline() {
+  std::lock_guard<std::mutex> g(mu_);
+  return req_ && !flushed_ ? req_->next_deadline() : UINT64_MAX;
+}
+
+void NetQp::flush() {
+  std::lock_guard<std::mutex> g(mu_);
+  if (flushed_) return;
+  flushed_ = true;
+  if (req_) req_->flush();
+}
+
+void NetQp::flush_link() {
+  std::lock_guard<std::mutex> g(mu_);
+  tx_->flush();
+}
+
+void NetQp::send(wire::Packet& p) { tx_->send(p, peer_); }
+
+void NetQp::to_error(bool async, AsyncEvent ev) {
+  if (async) {
+    target_error(self_, ev);  // ERR, receives flushed, the event raised
+  } else {
+    uint32_t s = self_.qp->state.load(std::memory_order_acquire);
+    while (s != uint32_t(QpState::kErr) &&
+           !self_.qp->state.compare_exchange_weak(s, uint32_t(QpState::kErr), std::memory_order_acq_rel)) {
+    }
+    Rx x;
+    if (!self_.qp->has_srq && rx_of(self_, 0, &x) && x.rq) {
+      ClaimedRecv r;
+      uint64_t left;
+      while (rq_claim(x.seg->base, x.rq, &r, &left))
+        push_cqe(x, recv_cqe(self_, r.wr_id, WcStatus::kWrFlushErr), true);
+    }
+  }
+  // What the requester still holds ends with WR_FLUSH_ERR (it completed
+  // the failing WQE itself); the responder answers nothing any more.
+  flushed_ = true;
+  if (req_ && !req_->failed()) req_->flush();
+}
+
+}  // namespace uroce::transport

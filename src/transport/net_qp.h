@@ -1,0 +1,103 @@
+// A QP on the network link (RoCE v2 over UDP): the RC requester and
+// responder state machines (or UC's) bound to the QP's own memory, receive
+// queue and CQs, and to the flow's two UDP sockets. The owning process runs
+// it: packets and timers come from the NetEngine thread, or from the
+// application's thread while it polls a CQ; posts from ibv_post_send.
+//
+// A flow has one UDP source port, the same both ways (udp_sport). Each QP
+// sends from an unconnected socket bound to <local IP>:<sport> (Linux gives
+// such a socket's packets IP identification 0, which the ICRC covers) and
+// receives on a socket bound to <local IP>:4791 and connected to <peer
+// IP>:<sport>, so the kernel hands the flow's packets straight to the owning
+// process: no daemon hop (docs/network-link.md, "Demultiplexing").
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+
+#include "common/status.h"
+#include "core/peer_map.h"
+#include "core/types.h"
+#include "link/udp_link.h"
+#include "transport/rc_requester.h"
+#include "transport/rc_responder.h"
+#include "transport/uc_responder.h"
+
+namespace uroce::transport {
+
+constexpr uint16_t kRoceV2Port = 4791;
+
+/// The UDP source port of the flow between QPs `lqpn` and `rqpn`: from the
+/// AV's flow label, or when that is 0 from the product of the two QPNs (so
+/// both ends compute the same port), folded into 0xC000..0xFFFF as Linux
+/// does for Soft-RoCE and RoCE NICs (rdma_get_udp_sport).
+uint16_t udp_sport(uint32_t flow_label, uint32_t lqpn, uint32_t rqpn);
+
+/// Where the process's network QPs send what they send.
+struct NetLinkSettings {
+  link::FaultConfig faults;                   // UROCE_FAULTS
+  std::shared_ptr<wire::PcapWriter> capture;  // UROCE_CAPTURE
+};
+
+class NetQp {
+ public:
+  struct Config {
+    core::QpType type = core::QpType::kRc;  // kRc or kUc
+    uint32_t qpn = 0;
+    uint32_t local_ip = 0, remote_ip = 0;  // network order
+    uint16_t sport = 0;
+    uint32_t pmtu = 1024;
+    ResponderConfig resp;
+  };
+  /// The owner's side of a send completion (it knows the CQ and the
+  /// unsignaled bookkeeping); runs under the NetQp's lock.
+  using SendDone = std::function<void(const SqWqe&, core::WcStatus, uint32_t byte_len)>;
+
+  /// `self` is the QP's own shared state as PeerMap resolves it (receive
+  /// queue or SRQ, CQ, MR table: the same helpers the intra-host link uses).
+  static Result<std::unique_ptr<NetQp>> open(const Config& c, const core::PeerQp& self, core::HostShm* host,
+                                             const NetLinkSettings& link, SendDone done);
+  ~NetQp();
+
+  /// RTR -> RTS: the send side starts.
+  void start_requester(const RequesterConfig& c);
+  /// Queues a WQE (the caller checked its local keys).
+  void post(SqWqe w);
+  /// One packet whose destination QP is this one.
+  void on_packet(const wire::Packet& p);
+  void on_timer(uint64_t now_ns);
+  uint64_t next_deadline();
+  /// ibv_modify_qp to ERR: outstanding WQEs complete with WR_FLUSH_ERR and
+  /// nothing is answered any more.
+  void flush();
+  /// Sends what the fault injector holds back (the engine calls it when idle).
+  void flush_link();
+
+  uint32_t qpn() const { return cfg_.qpn; }
+  link::UdpEndpoint& rx() { return *rx_; }
+
+ private:
+  class Env;
+  NetQp() = default;
+  void send(wire::Packet& p);
+  /// A requester or responder error: the QP goes to ERR (receives flushed;
+  /// `async` also raises the event at the owner).
+  void to_error(bool async, core::AsyncEvent ev);
+
+  Config cfg_;
+  core::PeerQp self_;
+  core::HostShm* host_ = nullptr;
+  SendDone done_;
+  std::mutex mu_;  // everything below
+  std::unique_ptr<Env> env_;
+  std::unique_ptr<link::UdpEndpoint> tx_, rx_;
+  link::UdpAddr peer_;
+  std::unique_ptr<RcRequester> req_;
+  std::unique_ptr<RcResponder> rc_resp_;
+  std::unique_ptr<UcResponder> uc_resp_;
+  bool flushed_ = false;
+};
+
+}  // namespace uroce::transport
