@@ -167,6 +167,9 @@ class Qp {
   void net_start_requester();
   void net_close();
   Status net_post(const SendWqe& w);
+  /// UD: does this AH's destination take the network (cached per address)?
+  bool ud_over_network(const AddressVector& av);
+  Status net_post_ud(const SendWqe& w);
   void net_send_done(const transport::SqWqe& w, WcStatus st, uint32_t byte_len);
 
   Context* ctx_ = nullptr;
@@ -199,6 +202,9 @@ class Qp {
   MrCache local_mr_cache_{};  // the last local MR a WQE used (under sq_mu_)
   std::unique_ptr<transport::NetQp> net_;
   uint32_t net_unsignaled_ = 0;  // like unsignaled_, for network completions (under the NetQp's lock)
+  uint32_t ud_dst_cache_ip_ = 0;  // the last UD destination looked at (under sq_mu_)
+  bool ud_dst_cache_remote_ = false;
+  static constexpr size_t kMaxUdPayload = 4096;
 };
 
 /// Process-wide table of local QPs by local id (completions name their QP).

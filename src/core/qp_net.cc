@@ -103,11 +103,24 @@ uint32_t path_mtu_bytes(const QpModifyArgs& a, uint32_t if_mtu) {
 
 }  // namespace
 
+/// The first IPv4 address among the device's GIDs (a UD QP receives there).
+bool first_v4(const DeviceInfo& d, uint32_t* ip) {
+  for (uint32_t i = 0; i < d.num_gids; ++i)
+    if (v4_mapped(d.gids[i], ip)) return true;
+  return false;
+}
+
 bool Qp::wants_network() const {
-  if (type_ != QpType::kRc && type_ != QpType::kUc) return false;
-  if (!attr_.av.is_global) return false;  // no GRH: a LID, which only the shared-memory link knows
   const LinkChoice c = link_choice();
   if (c == LinkChoice::kShm) return false;
+  if (type_ == QpType::kUd) {
+    // Datagrams may come from anywhere: listen on the network unless the
+    // device is the loopback one (same-host peers use shared memory).
+    uint32_t ip;
+    return first_v4(ctx_->dev(), &ip) && (c == LinkChoice::kUdp || !ctx_->dev().is_loopback);
+  }
+  if (type_ != QpType::kRc && type_ != QpType::kUc) return false;
+  if (!attr_.av.is_global) return false;  // no GRH: a LID, which only the shared-memory link knows
   uint32_t dst, src;
   if (!v4_mapped(attr_.av.dgid, &dst)) return false;
   const DeviceInfo& d = ctx_->dev();
@@ -120,9 +133,14 @@ Status Qp::net_open() {
   transport::NetQp::Config c;
   c.type = type_;
   c.qpn = qpn_;
-  if (!v4_mapped(d.gids[attr_.av.sgid_index], &c.local_ip) || !v4_mapped(attr_.av.dgid, &c.remote_ip))
-    return Status(EINVAL);
-  c.sport = transport::udp_sport(attr_.av.flow_label, qpn_, attr_.dest_qpn);
+  if (type_ == QpType::kUd) {
+    if (!first_v4(d, &c.local_ip)) return Status(EINVAL);
+    c.sport = transport::udp_sport(0, qpn_, 1);  // one port per UD QP
+  } else {
+    if (!v4_mapped(d.gids[attr_.av.sgid_index], &c.local_ip) || !v4_mapped(attr_.av.dgid, &c.remote_ip))
+      return Status(EINVAL);
+    c.sport = transport::udp_sport(attr_.av.flow_label, qpn_, attr_.dest_qpn);
+  }
   c.pmtu = path_mtu_bytes(attr_, d.if_mtu);
   c.resp.dest_qp = attr_.dest_qpn;
   c.resp.epsn = attr_.rq_psn;
@@ -144,6 +162,7 @@ Status Qp::net_open() {
 }
 
 void Qp::net_start_requester() {
+  if (type_ == QpType::kUd) return;  // UD sends complete as they go out
   transport::RequesterConfig r;
   r.dest_qp = attr_.dest_qpn;
   r.sq_psn = attr_.sq_psn;
@@ -201,6 +220,47 @@ Status Qp::net_post(const SendWqe& w) {
   q.swap = w.swap;
   net_->post(std::move(q));
   transport::NetEngine::get().kick(net_->next_deadline());
+  return Status::ok();
+}
+
+bool Qp::ud_over_network(const AddressVector& av) {
+  uint32_t dst;
+  if (!av.is_global || !v4_mapped(av.dgid, &dst)) return false;
+  if (link_choice() == LinkChoice::kUdp) return true;
+  if (dst != ud_dst_cache_ip_) {
+    ud_dst_cache_ip_ = dst;
+    ud_dst_cache_remote_ = !local_address(dst);
+  }
+  return ud_dst_cache_remote_;
+}
+
+Status Qp::net_post_ud(const SendWqe& w) {
+  iovec loc[kLimits.max_sge];
+  size_t nl = 0;
+  uint64_t len = 0;
+  if (WcStatus ls = gather(w, loc, &nl, &len); ls != WcStatus::kSuccess) {
+    complete_send(w, ls, 0);
+    enter_error_st();
+    return Status::ok();
+  }
+  uint8_t buf[kMaxUdPayload];
+  if (len > sizeof(buf)) {
+    complete_send(w, WcStatus::kLocLenErr, 0);
+    enter_error_st();
+    return Status::ok();
+  }
+  size_t at = 0;
+  for (size_t i = 0; i < nl; ++i) {
+    memcpy(buf + at, loc[i].iov_base, loc[i].iov_len);
+    at += loc[i].iov_len;
+  }
+  uint32_t dst;
+  v4_mapped(w.av->dgid, &dst);
+  // IBA 10.2.5: a Q_Key with the high bit set means "use the QP's own Q_Key".
+  const uint32_t qkey = (w.remote_qkey & 0x80000000u) ? attr_.qkey : w.remote_qkey;
+  net_->send_ud(dst, w.remote_qpn, qkey, w.opcode == WrOpcode::kSendWithImm, w.imm,
+                w.flags & send_flags::kSolicited, {buf, size_t(len)});
+  complete_send(w, WcStatus::kSuccess, uint32_t(len));
   return Status::ok();
 }
 

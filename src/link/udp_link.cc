@@ -168,12 +168,14 @@ int UdpEndpoint::poll(const OnPacket& on_packet, int max) {
         dst.ip = reinterpret_cast<const in_pktinfo*>(CMSG_DATA(c))->ipi_addr.s_addr;
     uint8_t hdr[28];
     headers_for(src, dst, len, hdr, hdr + 20);
-    if (capture_) capture_->write({hdr, 28}, {d, len}, wall_ns(), false);
     if (len < wire::kBthBytes + wire::kIcrcBytes ||
         wire::icrc({hdr, 20}, {hdr + 20, 8}, {d, len - wire::kIcrcBytes}) != wire::get_icrc(d + len - 4)) {
       ++stats_.bad_icrc;  // IBA C17-? : a packet with a bad ICRC is dropped silently
       continue;
     }
+    // Captured once it is known to be a RoCE packet (what failed the ICRC is
+    // only counted: the capture shows what the transport saw).
+    if (capture_) capture_->write({hdr, 28}, {d, len}, wall_ns(), false);
     wire::Packet p;
     const wire::DecodeError e = wire::decode({d, len}, &p);
     if (e == wire::DecodeError::kCnp) {

@@ -129,9 +129,9 @@ void NetEngine::kick(uint64_t deadline) {
 int NetEngine::round(const int* ready, int n, uint64_t) {
   EState& s = es();
   int got = 0;
-  auto dispatch = [&s](const wire::Packet& p, const link::UdpAddr&, const link::UdpAddr&) {
+  auto dispatch = [&s](const wire::Packet& p, const link::UdpAddr& from, const link::UdpAddr& to) {
     auto it = s.by_qpn.find(p.bth.dest_qp);
-    if (it != s.by_qpn.end()) it->second->on_packet(p);
+    if (it != s.by_qpn.end()) it->second->on_packet(p, from, to);
   };
   for (int i = 0; i < n; ++i) {
     if (ready[i] < 0 || size_t(ready[i]) >= s.slots.size()) continue;

@@ -8,6 +8,8 @@
 #include "core/qp_state.h"
 #include "link/shm_link.h"
 #include "transport/target.h"
+#include "wire/grh.h"
+#include "wire/ipv4.h"
 
 namespace uroce::transport {
 
@@ -123,7 +125,7 @@ Result<std::unique_ptr<NetQp>> NetQp::open(const Config& c, const PeerQp& self, 
   q->self_ = self;
   q->host_ = host;
   q->done_ = std::move(done);
-  q->peer_ = link::UdpAddr{c.remote_ip, kRoceV2Port};
+  q->peer_ = link::UdpAddr{c.remote_ip, wire::kRoceV2Port};
   q->env_ = std::make_unique<Env>(q.get());
   link::UdpEndpoint::Options tx;
   tx.bind = link::UdpAddr{c.local_ip, c.sport};
@@ -141,19 +143,21 @@ Result<std::unique_ptr<NetQp>> NetQp::open(const Config& c, const PeerQp& self, 
   }
   q->tx_ = std::move(t.value());
   link::UdpEndpoint::Options rx;
-  rx.bind = link::UdpAddr{c.local_ip, kRoceV2Port};
+  rx.bind = link::UdpAddr{c.local_ip, wire::kRoceV2Port};
   rx.reuse_addr = true;
-  rx.connect_to = link::UdpAddr{c.remote_ip, c.sport};
+  if (c.type != QpType::kUd) rx.connect_to = link::UdpAddr{c.remote_ip, c.sport};
   rx.capture_to = link.capture;
   auto r = link::UdpEndpoint::open(rx);
   if (!r.is_ok()) {
-    UROCE_ERR("QP %u: cannot bind UDP port %u (%s)", c.qpn, kRoceV2Port, strerror(r.err()));
+    UROCE_ERR("QP %u: cannot bind UDP port %u (%s)", c.qpn, wire::kRoceV2Port, strerror(r.err()));
     return Status(r.err());
   }
   q->rx_ = std::move(r.value());
   ResponderConfig rc = c.resp;
   rc.pmtu = c.pmtu;
-  if (c.type == QpType::kUc)
+  if (c.type == QpType::kUd)
+    q->ud_resp_ = std::make_unique<UdResponder>(self.qp->qkey, q->env_.get());
+  else if (c.type == QpType::kUc)
     q->uc_resp_ = std::make_unique<UcResponder>(rc, q->env_.get());
   else
     q->rc_resp_ = std::make_unique<RcResponder>(rc, q->env_.get());
@@ -180,7 +184,23 @@ void NetQp::post(SqWqe w) {
   req_->post(std::move(w), now_ns());
 }
 
-void NetQp::on_packet(const wire::Packet& p) {
+void NetQp::send_ud(uint32_t dst_ip, uint32_t dest_qpn, uint32_t qkey, bool has_imm, uint32_t imm,
+                    bool solicited, std::span<const uint8_t> payload) {
+  wire::Packet p;
+  p.bth.opcode = wire::opcode(wire::Service::kUd, has_imm ? wire::kSendOnlyImm : wire::kSendOnly);
+  p.bth.dest_qp = dest_qpn;
+  p.bth.solicited = solicited;
+  std::lock_guard<std::mutex> g(mu_);
+  p.bth.psn = ud_psn_;
+  ud_psn_ = (ud_psn_ + 1) & 0xffffff;
+  p.qkey = qkey;
+  p.src_qp = cfg_.qpn;
+  p.imm = imm;
+  p.payload = payload;
+  tx_->send(p, link::UdpAddr{dst_ip, wire::kRoceV2Port});
+}
+
+void NetQp::on_packet(const wire::Packet& p, const link::UdpAddr& from, const link::UdpAddr& to) {
   std::lock_guard<std::mutex> g(mu_);
   if (flushed_) return;
   const QpState st = QpState(self_.qp->state.load(std::memory_order_acquire));
@@ -189,6 +209,19 @@ void NetQp::on_packet(const wire::Packet& p) {
   if (info->flags & wire::kRequest) {
     // IBA 10.3.1: a QP receives in RTR, RTS, SQD and SQE; before RTR it drops.
     if (!state_can_receive(st)) return;
+    if (ud_resp_) {
+      // The GRH the receive gets: the IPv4 header this datagram came in
+      // (as Linux wrote it; TTL and TOS are not visible to a socket).
+      wire::Ipv4UdpFields f;
+      f.src = from.ip;
+      f.dst = to.ip;
+      f.sport = from.port;
+      uint8_t ip[20], udp[8], grh[wire::kGrhBytes];
+      wire::build_ipv4_udp(f, wire::encoded_size(p) + wire::kIcrcBytes, nullptr, ip, udp);
+      wire::grh_from_ipv4(ip, grh);
+      ud_resp_->set_qkey(self_.qp->qkey);  // ibv_modify_qp may change it
+      ud_resp_->on_request(p, grh);
+    }
     if (rc_resp_) rc_resp_->on_request(p);
     if (uc_resp_) uc_resp_->on_request(p);
   } else if (req_) {

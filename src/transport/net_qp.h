@@ -1,6 +1,6 @@
 // A QP on the network link (RoCE v2 over UDP): the RC requester and
-// responder state machines (or UC's) bound to the QP's own memory, receive
-// queue and CQs, and to the flow's two UDP sockets. The owning process runs
+// responder state machines (or UC's, or UD's receive side) bound to the
+// QP's own memory, receive queue and CQs, and to its UDP sockets. The owning process runs
 // it: packets and timers come from the NetEngine thread, or from the
 // application's thread while it polls a CQ; posts from ibv_post_send.
 //
@@ -9,7 +9,9 @@
 // such a socket's packets IP identification 0, which the ICRC covers) and
 // receives on a socket bound to <local IP>:4791 and connected to <peer
 // IP>:<sport>, so the kernel hands the flow's packets straight to the owning
-// process: no daemon hop (docs/network-link.md, "Demultiplexing").
+// process: no daemon hop (docs/network-link.md, "Demultiplexing"). A UD QP
+// receives on an unconnected socket bound to <local IP>:4791 (any sender)
+// and sends each datagram to the address its AH names.
 #pragma once
 
 #include <cstdint>
@@ -24,10 +26,9 @@
 #include "transport/rc_requester.h"
 #include "transport/rc_responder.h"
 #include "transport/uc_responder.h"
+#include "transport/ud_responder.h"
 
 namespace uroce::transport {
-
-constexpr uint16_t kRoceV2Port = 4791;
 
 /// The UDP source port of the flow between QPs `lqpn` and `rqpn`: from the
 /// AV's flow label, or when that is 0 from the product of the two QPNs (so
@@ -44,9 +45,9 @@ struct NetLinkSettings {
 class NetQp {
  public:
   struct Config {
-    core::QpType type = core::QpType::kRc;  // kRc or kUc
+    core::QpType type = core::QpType::kRc;  // kRc, kUc or kUd
     uint32_t qpn = 0;
-    uint32_t local_ip = 0, remote_ip = 0;  // network order
+    uint32_t local_ip = 0, remote_ip = 0;  // network order (UD: no remote)
     uint16_t sport = 0;
     uint32_t pmtu = 1024;
     ResponderConfig resp;
@@ -65,8 +66,11 @@ class NetQp {
   void start_requester(const RequesterConfig& c);
   /// Queues a WQE (the caller checked its local keys).
   void post(SqWqe w);
-  /// One packet whose destination QP is this one.
-  void on_packet(const wire::Packet& p);
+  /// UD: one datagram to `dst_ip`, complete at once (UD has no ACKs).
+  void send_ud(uint32_t dst_ip, uint32_t dest_qpn, uint32_t qkey, bool has_imm, uint32_t imm, bool solicited,
+               std::span<const uint8_t> payload);
+  /// One packet whose destination QP is this one, with the addresses it travelled between.
+  void on_packet(const wire::Packet& p, const link::UdpAddr& from, const link::UdpAddr& to);
   void on_timer(uint64_t now_ns);
   uint64_t next_deadline();
   /// ibv_modify_qp to ERR: outstanding WQEs complete with WR_FLUSH_ERR and
@@ -97,7 +101,9 @@ class NetQp {
   std::unique_ptr<RcRequester> req_;
   std::unique_ptr<RcResponder> rc_resp_;
   std::unique_ptr<UcResponder> uc_resp_;
+  std::unique_ptr<UdResponder> ud_resp_;
   bool flushed_ = false;
+  uint32_t ud_psn_ = 0;  // UD: PSNs carry no meaning, but count up as on hardware
 };
 
 }  // namespace uroce::transport

@@ -104,6 +104,7 @@ void RcRequester::send_read(Entry& e, uint32_t k) {
 
 void RcRequester::pump(uint64_t now) {
   if (failed_ || rnr_until_) return;
+  una_ = window_base();  // never left behind (PSNs wrap at 2^24)
   bool sent = false;
   bool open_reads_before = false;
   for (Entry& e : q_) {
@@ -119,11 +120,18 @@ void RcRequester::pump(uint64_t now) {
       }
       if (is_read(e.w.kind)) {
         send_read(e, e.sent);
+        e.sent = total;
+        sent = true;
       } else {
-        for (uint32_t i = e.sent; i < total; ++i) send_packet(e, i);
+        uint32_t i = e.sent;
+        for (; i < total; ++i) {
+          if (!cfg_.unreliable && psn_diff(psn_add(e.first_psn, i), window_base()) >= int32_t(cfg_.window)) break;
+          send_packet(e, i);
+          sent = true;
+        }
+        e.sent = i;
+        if (i < total) break;  // the window is full: ACKs reopen it (on_response pumps)
       }
-      e.sent = total;
-      sent = true;
     }
     if (rd) open_reads_before = true;
   }
@@ -153,13 +161,29 @@ void RcRequester::place(Entry& e, uint64_t off, std::span<const uint8_t> b) {
   }
 }
 
+uint32_t RcRequester::window_base() const {
+  // Acknowledged: everything before the oldest WQE, and within it up to una_.
+  const uint32_t front = q_.empty() ? next_psn_ : q_.front().first_psn;
+  return psn_diff(una_, front) > 0 ? una_ : front;
+}
+
 void RcRequester::ack_through(uint32_t psn, uint64_t now) {
+  // An ACK in the middle of a long message moves the window on and counts
+  // as progress for the retransmission timer.
   bool progress = false;
+  if (const uint32_t next = psn_add(psn, 1); psn_diff(next, window_base()) > 0) {
+    una_ = next;
+    progress = true;
+  }
   while (!q_.empty()) {
     Entry& e = q_.front();
-    if (!e.started || is_read(e.w.kind) || is_atomic(e.w.kind)) break;  // those complete with their data
-    const uint32_t last = psn_add(e.first_psn, e.npsn - 1);
-    if (psn_diff(psn, last) < 0) break;
+    if (!e.started) break;
+    if (is_read(e.w.kind) || is_atomic(e.w.kind)) {
+      if (!e.answered) break;  // those complete with their data
+      if (reads_out_) --reads_out_;
+    } else if (psn_diff(psn, psn_add(e.first_psn, e.npsn - 1)) < 0) {
+      break;
+    }
     env_->complete(e.w, WcStatus::kSuccess, e.w.len);
     q_.pop_front();
     progress = true;
@@ -184,8 +208,9 @@ void RcRequester::go_back(uint32_t psn) {
         k = std::min(k, packets_for(e.w.kind, e.w.len, cfg_.pmtu));
       e.sent = is_atomic(e.w.kind) ? 0 : k;
       stats_.retransmits += 1;
-    } else if (found) {
-      e.sent = 0;  // sent again after the one the NAK names
+    } else if (found && !e.answered) {
+      // Sent again after the one the NAK names (a READ: what is still missing).
+      e.sent = is_read(e.w.kind) ? uint32_t(e.read_done / cfg_.pmtu) : 0;
     }
   }
 }
@@ -275,40 +300,61 @@ void RcRequester::on_response(const Packet& p, uint64_t now) {
     }
   }
   const bool atomic_ack = op == kAtomicAcknowledge;
-  if (!e || !e->started || (atomic_ack ? !is_atomic(e->w.kind) : !is_read(e->w.kind))) {
+  if (!e || !e->started || e->answered || (atomic_ack ? !is_atomic(e->w.kind) : !is_read(e->w.kind))) {
     ++stats_.dropped;
     return;
   }
   ack_through(psn_add(e->first_psn, -1), now);
-  if (&q_.front() != e) {  // something before it is still open: not ours to finish yet
-    ++stats_.dropped;
-    return;
+  // Responses come in PSN order: READs and atomics before `e` still missing
+  // data lost theirs.
+  for (Entry& x : q_) {
+    if (&x == e) break;
+    if (x.started && !x.answered && (is_read(x.w.kind) || is_atomic(x.w.kind))) reask(x);
   }
   if (atomic_ack) {
     uint64_t orig = p.atomic_orig;
     place(*e, 0, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(&orig), 8));
+    e->answered = true;
   } else {
     const uint64_t expect = e->read_done;
     const uint64_t at = uint64_t(uint32_t(psn_diff(p.bth.psn, e->first_psn))) * cfg_.pmtu;
     if (at != expect) {
-      if (at > expect) {  // a response packet went missing: ask again for the rest
-        go_back(psn_add(e->first_psn, uint32_t(expect / cfg_.pmtu)));
-        pump(now);
-      }
+      if (at > expect) reask(*e);  // a response packet went missing: ask again for the rest
       ++stats_.dropped;
       return;
     }
+    // Data is placed as it comes, for any READ; completions stay in order.
     place(*e, at, p.payload);
     e->read_done += p.payload.size();
-    if (!(op == kReadResponseLast || op == kReadResponseOnly)) {
-      retries_ = 0;  // progress
-      deadline_ = cfg_.timeout_ns ? now + cfg_.timeout_ns : 0;
-      return;
-    }
+    e->reasked_at = UINT64_MAX;
+    if (op == kReadResponseLast || op == kReadResponseOnly) e->answered = true;
+    retries_ = 0;  // progress
+    deadline_ = cfg_.timeout_ns ? now + cfg_.timeout_ns : 0;
   }
-  env_->complete(e->w, WcStatus::kSuccess, e->w.len);
-  q_.pop_front();
-  if (reads_out_) --reads_out_;
+  complete_answered(now);
+}
+
+void RcRequester::reask(Entry& x) {
+  const uint64_t from = is_read(x.w.kind) ? x.read_done : 0;
+  if (x.reasked_at == from) return;  // once per loss; the timer covers a lost re-ask
+  x.reasked_at = from;
+  ++stats_.retransmits;
+  if (is_read(x.w.kind))
+    send_read(x, uint32_t(from / cfg_.pmtu));
+  else
+    send_packet(x, 0);
+}
+
+void RcRequester::complete_answered(uint64_t now) {
+  bool done = false;
+  while (!q_.empty() && q_.front().answered) {
+    Entry& f = q_.front();
+    env_->complete(f.w, WcStatus::kSuccess, f.w.len);
+    q_.pop_front();
+    if (reads_out_) --reads_out_;
+    done = true;
+  }
+  if (!done) return;
   retries_ = rnr_retries_ = 0;
   deadline_ = (cfg_.timeout_ns && !q_.empty() && q_.front().started) ? now + cfg_.timeout_ns : 0;
   pump(now);
@@ -335,6 +381,7 @@ void RcRequester::on_timer(uint64_t now) {
   // link a retry that needs one of two copies of the request and of its
   // answer to get through almost never fails, so retry_cnt is spent on real
   // outages, not on unlucky single losses.
+  for (Entry& e : q_) e.reasked_at = UINT64_MAX;
   for (int copy = 0; copy < 2; ++copy) {
     go_back(q_.front().first_psn);
     pump(now);

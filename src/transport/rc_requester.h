@@ -57,6 +57,10 @@ struct RequesterConfig {
   uint8_t rnr_retry = 7;  // 7 = retry forever
   uint32_t max_rd_atomic = 16;
   uint32_t ack_every = 16;  // also ask for an ACK every this many packets of a long message
+  /// Packets sent and not yet acknowledged, at most: a loss makes go-back-N
+  /// resend what follows it, so the window bounds that waste (and the
+  /// bursts a receiver's socket must absorb). Not for UC (nothing is acknowledged).
+  uint32_t window = 512;
   /// UC (unreliable connection): the same packets with the UC
   /// opcodes and no A bit; nothing is acknowledged, so a WQE is complete
   /// once its last packet is sent, and nothing is ever retransmitted.
@@ -69,7 +73,8 @@ struct RequesterStats {
 
 class RcRequester {
  public:
-  RcRequester(const RequesterConfig& cfg, RequesterEnv* env) : cfg_(cfg), env_(env), next_psn_(cfg.sq_psn) {}
+  RcRequester(const RequesterConfig& cfg, RequesterEnv* env)
+      : cfg_(cfg), env_(env), next_psn_(cfg.sq_psn), una_(cfg.sq_psn) {}
   /// Queues a WQE and sends what the window allows.
   void post(SqWqe w, uint64_t now_ns);
   /// One decoded response packet addressed to this QP.
@@ -94,20 +99,31 @@ class RcRequester {
     uint32_t sent = 0;                 // packets (or READ PSNs) sent so far
     uint64_t read_done = 0;            // READ: response bytes placed
     bool started = false;
+    bool answered = false;             // READ / atomic: all its response data is placed
+    uint64_t reasked_at = UINT64_MAX;  // READ / atomic: asked again from this offset (once per loss)
   };
 
   void pump(uint64_t now);
   void send_packet(Entry& e, uint32_t i);
   void send_read(Entry& e, uint32_t from_psn_index);
   void ack_through(uint32_t psn, uint64_t now);
+  /// The oldest PSN not known to be acknowledged.
+  uint32_t window_base() const;
   void go_back(uint32_t psn);
   void fail_front(core::WcStatus st);
+  /// A response for a later READ / atomic came in while `x` still misses
+  /// data from `from` (the responder answers in order, so it was lost):
+  /// asks for it again once, without waiting for the timer.
+  void reask(Entry& x);
+  /// Completes the READs and atomics at the front whose data is all placed.
+  void complete_answered(uint64_t now);
   void place(Entry& e, uint64_t offset, std::span<const uint8_t> bytes);
 
   RequesterConfig cfg_;
   RequesterEnv* env_;
   std::deque<Entry> q_;     // posted and not completed, in order
   uint32_t next_psn_;       // PSN of the next new packet
+  uint32_t una_;            // every PSN before it is acknowledged (see ack_through)
   uint32_t reads_out_ = 0;  // READ / atomic requests outstanding
   uint64_t deadline_ = 0;   // retransmission timer (0: off)
   uint64_t rnr_until_ = 0;  // RNR wait (0: none)

@@ -119,7 +119,10 @@ Status Qp::post_send(const SendWqe& w) {
     complete_send(w, WcStatus::kWrFlushErr, 0);
     return Status::ok();
   }
-  if (net_) return net_post(w);
+  if (net_) {
+    if (type_ != QpType::kUd) return net_post(w);
+    if (ud_over_network(*w.av)) return net_post_ud(w);
+  }
   if (!deferred_.empty() || st == QpState::kSqd) {
     defer(w, Exec::kNoResponse, ExecOut{});
     deferred_.back().next_try_ns = 0;  // queued, not yet tried

@@ -3,7 +3,11 @@
 # pairs (debian/, perftest/). Source it; it defines:
 #   linebuf      argv prefix for line-buffered stdout (empty without stdbuf),
 #                so a program that hangs or is killed still shows its output
-#   listening P  true when something listens on TCP port P (IPv4 or IPv6)
+#   listening P [PID]  true when something listens on TCP port P (IPv4 or
+#                IPv6), in the network namespace of PID if given
+#   in_server, in_client  argv prefixes that run a side in its network
+#                namespace, and server_addr, the address the client names
+#                (localhost; see tests/integration/netns/with_netns.sh)
 #   dump_threads PID LABEL   what a stuck program is doing (bounded)
 #   reap_pair DEADLINE  waits until $server_pid and $client_pid exit or
 #                $SECONDS reaches DEADLINE, kills (after dump_threads) what
@@ -14,12 +18,24 @@
 linebuf=()
 command -v stdbuf >/dev/null 2>&1 && linebuf=(stdbuf -oL)
 
+# Two "hosts" (tests/integration/netns/with_netns.sh): the server runs in
+# namespace UROCE_NETNS_SERVER, the client in UROCE_NETNS_CLIENT, and the
+# client connects to UROCE_SERVER_ADDR instead of localhost.
+in_server=()
+in_client=()
+server_addr=localhost
+[[ -n ${UROCE_NETNS_SERVER-} ]] && in_server=(ip netns exec "$UROCE_NETNS_SERVER")
+[[ -n ${UROCE_NETNS_CLIENT-} ]] && in_client=(ip netns exec "$UROCE_NETNS_CLIENT")
+[[ -n ${UROCE_SERVER_ADDR-} ]] && server_addr=$UROCE_SERVER_ADDR
+
 # From /proc/net: local address "ADDR:PORT" in hex, state 0A = LISTEN.
+# /proc/PID/net shows the network namespace of PID.
 listening() {
-  local hex
+  local hex dir=/proc/net
+  [[ -n ${2-} ]] && dir=/proc/$2/net
   hex=$(printf '%04X' "$1")
   awk -v p=":$hex" '$2 ~ p"$" && $4 == "0A" { found = 1 } END { exit !found }' \
-    /proc/net/tcp /proc/net/tcp6 2>/dev/null
+    "$dir"/tcp "$dir"/tcp6 2>/dev/null
 }
 
 # State and kernel wait channel per thread, then user-space stacks if gdb is

@@ -57,20 +57,20 @@ fi
 
 deadline=$((SECONDS + limit_s))
 echo "+ $bin -p $port $*  (server)"
-"${linebuf[@]}" "$bin" -p "$port" "$@" >"$work/server.out" 2>&1 &
+"${in_server[@]}" "${linebuf[@]}" "$bin" -p "$port" "$@" >"$work/server.out" 2>&1 &
 server_pid=$!
 
 # The client does not retry its TCP connect, so start it only once the
 # server listens (the server listens after it has set up its queue pairs).
-until listening "$port"; do
+until listening "$port" "$server_pid"; do
   if ! kill -0 "$server_pid" 2>/dev/null || ((SECONDS >= deadline)); then
     break
   fi
   sleep 0.05
 done
 
-echo "+ $bin -p $port $* localhost  (client)"
-"${linebuf[@]}" "$bin" -p "$port" "$@" localhost >"$work/client.out" 2>&1 &
+echo "+ $bin -p $port $* $server_addr  (client)"
+"${in_client[@]}" "${linebuf[@]}" "$bin" -p "$port" "$@" "$server_addr" >"$work/client.out" 2>&1 &
 client_pid=$!
 
 reap_pair "$deadline"

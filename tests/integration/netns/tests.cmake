@@ -1,0 +1,73 @@
+# Multi-host tier: unmodified Debian binaries (ibverbs-utils, perftest) on
+# uroce's libibverbs.so.1 across two network namespaces joined by a veth
+# pair, each "host" with its own uroced: every packet is RoCE v2 over UDP
+# (docs/network-link.md). with_netns.sh builds and removes the namespaces
+# and wraps the same pair scripts the single-host tests use
+# (../debian/run_pair.sh, ../perftest/run_perftest.sh).
+#
+# Conditions: no loss (every packet of the pingpongs and of the latency
+# tools captured by both sides and on the veth, and judged by roce_check.py
+# and tshark); 1 % and 10 % loss from nftables rules in both namespaces;
+# uroce's injector (drops, duplicates, reordering, corruption). The
+# unreliable services (UC, UD) run without loss only: they promise nothing
+# when packets go missing, and a pingpong whose message was lost waits for
+# it forever, as it would on a NIC.
+#
+# Each test has namespaces of its own, so they all use TCP port 18515 for
+# the programs' address exchange. Labels: integration + debian + netns, and
+# fault for the lossy ones. Root only (77 = skipped otherwise).
+set(UROCE_NETNS_DIR ${CMAKE_CURRENT_LIST_DIR})
+set(UROCE_NETNS_PORT 18515)
+set(UROCE_NETNS_INJECT "drop=0.02,dup=0.02,reorder=0.02,corrupt=0.02,seed=11")
+
+# uroce_netns_test(<name> <timeout s> <with_netns options...> -- <script> <args...>)
+function(uroce_netns_test name timeout)
+  uroce_script_test(netns_${name} LABEL integration TIMEOUT ${timeout}
+                    COMMAND bash ${UROCE_NETNS_DIR}/with_netns.sh ${ARGN})
+  set_property(TEST netns_${name} APPEND PROPERTY LABELS debian netns)
+  if(";${ARGN};" MATCHES ";--loss;|;--faults;")
+    set_property(TEST netns_${name} APPEND PROPERTY LABELS fault)
+  endif()
+  set_property(TEST netns_${name} APPEND PROPERTY ENVIRONMENT
+               "UROCE_SHARED_WIRE=${PROJECT_SOURCE_DIR}/../shared/wire;RUN_PAIR_TIMEOUT_S=${timeout};PERFTEST_TIMEOUT_S=${timeout}")
+  set_tests_properties(netns_${name} PROPERTIES PROCESSORS 2)
+endfunction()
+
+set(pair bash ${UROCE_NETNS_DIR}/../debian/run_pair.sh ${UROCE_NETNS_PORT})
+set(perf bash ${UROCE_NETNS_DIR}/../perftest/run_perftest.sh ${UROCE_NETNS_PORT})
+set(pp_dev -d uroce_rnic0 -g 1 -c)
+set(pt_dev -d uroce_rnic0 -x 1)
+
+# rdma-core's examples, data checked by the programs (-c).
+uroce_netns_test(rc_pingpong 60 --capture -- ${pair} ibv_rc_pingpong ${pp_dev} -n 200 -s 5000)
+uroce_netns_test(uc_pingpong 60 --capture -- ${pair} ibv_uc_pingpong ${pp_dev} -n 200 -s 5000)
+uroce_netns_test(ud_pingpong 60 --capture -- ${pair} ibv_ud_pingpong ${pp_dev} -n 200 -s 1000)
+uroce_netns_test(srq_pingpong 60 --capture -- ${pair} ibv_srq_pingpong ${pp_dev} -n 200 -s 5000)
+foreach(cond loss1 loss10 inject)
+  if(cond STREQUAL "loss1")
+    set(opt --loss 1)
+  elseif(cond STREQUAL "loss10")
+    set(opt --loss 10)
+  else()
+    set(opt --faults ${UROCE_NETNS_INJECT})
+  endif()
+  uroce_netns_test(rc_pingpong_${cond} 120 ${opt} -- ${pair} ibv_rc_pingpong ${pp_dev} -n 200 -s 5000)
+  uroce_netns_test(srq_pingpong_${cond} 120 ${opt} -- ${pair} ibv_srq_pingpong ${pp_dev} -n 100 -s 5000)
+endforeach()
+
+# perftest: every RC tool.
+foreach(tool send write read atomic)
+  uroce_netns_test(${tool}_lat 60 --capture -- ${perf} ib_${tool}_lat ${pt_dev} -n 500)
+  uroce_netns_test(${tool}_bw 60 -- ${perf} ib_${tool}_bw ${pt_dev} -n 1000)
+  foreach(cond loss1 loss10 inject)
+    if(cond STREQUAL "loss1")
+      set(opt --loss 1)
+    elseif(cond STREQUAL "loss10")
+      set(opt --loss 10)
+    else()
+      set(opt --faults ${UROCE_NETNS_INJECT})
+    endif()
+    uroce_netns_test(${tool}_lat_${cond} 120 ${opt} -- ${perf} ib_${tool}_lat ${pt_dev} -n 200)
+    uroce_netns_test(${tool}_bw_${cond} 120 ${opt} -- ${perf} ib_${tool}_bw ${pt_dev} -n 200)
+  endforeach()
+endforeach()

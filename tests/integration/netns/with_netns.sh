@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# Runs a server/client test script (../debian/run_pair.sh,
+# ../perftest/run_perftest.sh) across two "hosts": two network namespaces
+# joined by a veth pair, each with its own uroced, so every packet between
+# them is RoCE v2 over UDP on the veth. The addresses exist only inside
+# the namespaces this script creates (and removes).
+#
+# Usage: with_netns.sh [--loss PCT] [--faults SPEC] [--capture] -- COMMAND...
+#   --loss PCT     nftables in both namespaces drop PCT % of the UDP port
+#                  4791 datagrams they receive (numgen random; this kernel
+#                  has no netem)
+#   --faults SPEC  uroce's own injector on both sides (UROCE_FAULTS=SPEC:
+#                  drop=P,dup=P,reorder=P,corrupt=P,seed=N)
+#   --capture      both sides write every RoCE packet they send and receive
+#                  (UROCE_CAPTURE) and dumpcap records the server's veth;
+#                  every capture must pass ../../../../shared/wire/roce_check.py
+#                  (0 failed) and tshark_roce.sh (0 failed, nothing malformed)
+#
+# The server side is namespace S with 10.77.0.1, the client side C with
+# 10.77.0.2; in each the interface is named rnic0, so the uroce device is
+# uroce_rnic0 on both sides, GID index 1 = ::ffff:10.77.0.x (RoCE v2). The
+# inner script learns the namespaces and the server address from
+# UROCE_NETNS_SERVER, UROCE_NETNS_CLIENT, UROCE_SERVER_ADDR (../proc_lib.sh).
+#
+# Exit: the command's status; 1 if a capture check fails; 77 (skip) without
+# root or network namespaces.
+set -u
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+wire_dir=${UROCE_SHARED_WIRE:-$here/../../../../shared/wire}
+
+loss=
+faults=
+capture=0
+while (($#)); do
+  case $1 in
+    --loss) loss=$2; shift 2 ;;
+    --faults) faults=$2; shift 2 ;;
+    --capture) capture=1; shift ;;
+    --) shift; break ;;
+    *) echo "usage: $0 [--loss PCT] [--faults SPEC] [--capture] -- COMMAND..." >&2; exit 2 ;;
+  esac
+done
+(($#)) || { echo "usage: $0 [--loss PCT] [--faults SPEC] [--capture] -- COMMAND..." >&2; exit 2; }
+
+if ((EUID != 0)); then
+  echo "SKIP: network namespaces need root"
+  exit 77
+fi
+for tool in ip nft ethtool; do
+  command -v "$tool" >/dev/null 2>&1 || { echo "SKIP: $tool not installed (scripts/setup.sh)"; exit 77; }
+done
+
+tag=uroce$$
+ns_s=$tag-s
+ns_c=$tag-c
+work=$(mktemp -d "${TMPDIR:-/tmp}/uroce-netns.XXXXXX")
+cap_pid=
+
+# shellcheck disable=SC2317 # called through the trap
+cleanup() {
+  local ns pid
+  [[ -n $cap_pid ]] && kill "$cap_pid" 2>/dev/null && wait "$cap_pid" 2>/dev/null
+  # Everything still running inside (the programs, each side's uroced) goes
+  # with its namespace.
+  for ns in "$ns_s" "$ns_c"; do
+    for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$pid" 2>/dev/null; done
+    ip netns del "$ns" 2>/dev/null
+  done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+
+if ! ip netns add "$ns_s" 2>/dev/null || ! ip netns add "$ns_c" 2>/dev/null; then
+  echo "SKIP: cannot create network namespaces"
+  exit 77
+fi
+ip link add "$tag"a type veth peer name "$tag"b || exit 1
+ip link set "$tag"a netns "$ns_s" && ip link set "$tag"b netns "$ns_c" || exit 1
+for side in s c; do
+  ns=$tag-$side
+  dev=$tag$([[ $side == s ]] && echo a || echo b)
+  addr=10.77.0.$([[ $side == s ]] && echo 1 || echo 2)
+  ip -n "$ns" link set "$dev" name rnic0 || exit 1
+  ip -n "$ns" addr add "$addr"/24 dev rnic0 || exit 1
+  ip -n "$ns" link set rnic0 up && ip -n "$ns" link set lo up || exit 1
+  # Checksums filled in by the kernel, not left for an offload that veth
+  # never does (captures would show them unfinished).
+  ip netns exec "$ns" ethtool -K rnic0 tx off >/dev/null 2>&1
+  if [[ -n $loss ]]; then
+    ip netns exec "$ns" nft -f - <<EOF || exit 1
+table inet uroce_loss {
+  chain input {
+    type filter hook input priority 0;
+    udp dport 4791 numgen random mod 100 < $loss drop
+  }
+}
+EOF
+  fi
+done
+
+export UROCE_NETNS_SERVER=$ns_s UROCE_NETNS_CLIENT=$ns_c UROCE_SERVER_ADDR=10.77.0.1
+[[ -n $faults ]] && export UROCE_FAULTS=$faults
+# perftest's arithmetic under loss (see ../perftest/run_perftest.sh check_rows).
+[[ -n $loss$faults ]] && export PERFTEST_LOSSY=1
+if ((capture)); then
+  export UROCE_CAPTURE=$work/uroce-%p.pcap
+  ip netns exec "$ns_s" dumpcap -q -i rnic0 -f "udp port 4791" -w "$work/veth.pcap" >/dev/null 2>&1 &
+  cap_pid=$!
+  # dumpcap creates its file once it captures.
+  for _ in $(seq 100); do [[ -s $work/veth.pcap ]] && break; sleep 0.05; done
+fi
+echo "+ two hosts: $ns_s (10.77.0.1) and $ns_c (10.77.0.2) on a veth${loss:+, $loss % loss}${faults:+, UROCE_FAULTS=$faults}"
+
+"$@"
+rc=$?
+
+if ((capture)); then
+  sleep 0.2
+  kill "$cap_pid" 2>/dev/null && wait "$cap_pid" 2>/dev/null
+  cap_pid=
+  shopt -s nullglob
+  caps=("$work"/*.pcap)
+  ((${#caps[@]} >= 3)) || { echo "FAIL: expected both sides' captures and the veth's, got ${#caps[@]}"; rc=1; }
+  for f in "${caps[@]}"; do
+    r=$(python3 "$wire_dir/roce_check.py" --quiet "$f" | tail -1)
+    t=$(bash "$wire_dir/tshark_roce.sh" "$f" | tail -1)
+    echo "capture $(basename "$f"): roce_check: $r; tshark: $t"
+    [[ $r =~ ^[1-9][0-9]*\ passed,\ 0\ failed$ ]] || rc=1
+    [[ $t =~ ^[1-9][0-9]*\ passed,\ 0\ failed$ ]] || rc=1
+  done
+fi
+exit "$rc"
