@@ -218,6 +218,18 @@ void ControlClient::free_qpn(uint32_t qpn) {
   (void)transact(fd_, req, &rep, -1, nullptr);
 }
 
+void ControlClient::linger(int rx_fd, uint32_t qpn, uint32_t dest_qpn, uint32_t epsn, uint32_t msn) {
+  std::lock_guard<std::mutex> g(mu_);
+  Request req{};
+  req.type = uint32_t(MsgType::kLinger);
+  req.qpn = qpn;
+  req.arg[0] = dest_qpn;
+  req.arg[1] = epsn;
+  req.arg[2] = msn;
+  Reply rep;
+  (void)transact(fd_, req, &rep, rx_fd, nullptr);
+}
+
 Result<uint32_t> ControlClient::alloc_key(uint32_t ctx_id, uint32_t slot) {
   std::lock_guard<std::mutex> g(mu_);
   Request req{};

@@ -27,6 +27,10 @@ class ControlClient {
   /// A QPN for the QpShm at `off`, or (is_srq) an XRC SRQ number for the RqRing at `off`.
   Result<uint32_t> alloc_qpn(uint32_t ctx_id, uint64_t off, bool is_srq = false);
   void free_qpn(uint32_t qpn);
+  /// Hands a destroyed network RC QP's receive socket to uroced, which
+  /// answers the peer's duplicates of executed requests for a while (its
+  /// last ACK may have been lost while this process goes away).
+  void linger(int rx_fd, uint32_t qpn, uint32_t dest_qpn, uint32_t epsn, uint32_t msn);
   Result<uint32_t> alloc_key(uint32_t ctx_id, uint32_t slot);
   struct Resolved {
     int32_t pid;

@@ -9,7 +9,7 @@
 
 namespace uroce::control {
 
-constexpr uint32_t kProtoVersion = 1;
+constexpr uint32_t kProtoVersion = 2;
 
 /// Abstract socket name of this user's uroced in the current network
 /// namespace. UROCE_DAEMON_NAME overrides it (tests run isolated daemons).
@@ -26,6 +26,10 @@ enum class MsgType : uint32_t {
   kResolveQpn = 8,  // qpn -> pid, ctx_id, qp_off + fd of the owner's segment
   kPing = 9,
   kOpenXrcd = 10,  // qpn=st_dev, off=st_ino of the XRCD file (0,0: a new private one) -> key=xrcd id
+  // fd: a destroyed network RC QP's receive socket; qpn, arg = {dest QPN,
+  // expected PSN, MSN}: uroced re-acknowledges the peer's retransmissions
+  // of what was executed for a while (see daemon/linger.h)
+  kLinger = 11,
 };
 
 struct Request {
@@ -36,6 +40,7 @@ struct Request {
   uint32_t qpn;
   uint32_t slot;
   uint64_t off;
+  uint32_t arg[4];
 };
 
 struct Reply {

@@ -201,7 +201,7 @@ class Qp {
   PeerQp ud_peer_{};          // UD: the current WQE's target (under sq_mu_)
   MrCache local_mr_cache_{};  // the last local MR a WQE used (under sq_mu_)
   std::unique_ptr<transport::NetQp> net_;
-  uint32_t net_unsignaled_ = 0;  // like unsignaled_, for network completions (under the NetQp's lock)
+  uint32_t net_unsignaled_ = 0;   // like unsignaled_, for network completions (under the NetQp's lock)
   uint32_t ud_dst_cache_ip_ = 0;  // the last UD destination looked at (under sq_mu_)
   bool ud_dst_cache_remote_ = false;
   static constexpr size_t kMaxUdPayload = 4096;

@@ -176,6 +176,12 @@ void Qp::net_start_requester() {
 void Qp::net_close() {
   if (!net_) return;
   transport::NetEngine::get().remove(net_.get());
+  net_->flush_link();
+  // The peer may still retransmit what was executed (its ACK lost): uroced
+  // answers for a while (daemon/linger.h). The socket is passed (SCM_RIGHTS)
+  // before ours closes, so no datagram of the flow finds no socket.
+  const transport::NetQp::Last l = net_->release_for_linger();
+  if (l.any && !ctx_->fatal()) ctx_->ctl()->linger(l.rx_fd, qpn_, l.dest_qpn, l.epsn, l.msn);
   net_.reset();
 }
 

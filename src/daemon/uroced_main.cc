@@ -21,6 +21,7 @@
 #include "common/unix_socket.h"
 #include "core/control_protocol.h"
 #include "core/shm_layout.h"
+#include "daemon/linger.h"
 #include "daemon/netdev.h"
 #include "daemon/registry.h"
 
@@ -77,11 +78,14 @@ class Server {
         int fd = evs[i].data.fd;
         if (fd == lsock_) {
           accept_all();
+        } else if (lingers_.owns(fd)) {
+          lingers_.on_readable(fd, now_ns());
         } else {
           handle_client(fd, evs[i].events);
         }
       }
-      if (!clients_.empty()) {
+      lingers_.expire(now_ns(), [this](int fd) { epoll_ctl(ep_, EPOLL_CTL_DEL, fd, nullptr); });
+      if (!clients_.empty() || !lingers_.empty()) {
         idle_since = now_ns();
       } else if (now_ns() - idle_since > idle_ms * 1000000ull) {
         UROCE_INFO("uroced: idle, exiting");
@@ -194,6 +198,13 @@ class Server {
         break;
       case MsgType::kPing:
         break;
+      case MsgType::kLinger:
+        if (passed >= 0) {
+          lingers_.add(passed, req.qpn, req.arg[0], req.arg[1], req.arg[2], now_ns());
+          if (lingers_.owns(passed)) add_fd(passed);
+          passed = -1;  // Lingers owns it (closed already if it could not be used)
+        }
+        break;
       default:
         reply->status = EINVAL;
     }
@@ -206,6 +217,7 @@ class Server {
   int host_shm_fd_ = -1;
   std::map<int, Client> clients_;
   Registry registry_;
+  Lingers lingers_;
 };
 
 }  // namespace

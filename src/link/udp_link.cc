@@ -86,6 +86,16 @@ Result<std::unique_ptr<UdpEndpoint>> UdpEndpoint::open(const Options& o) {
   return e;
 }
 
+std::unique_ptr<UdpEndpoint> UdpEndpoint::adopt(int fd) {
+  std::unique_ptr<UdpEndpoint> e(new UdpEndpoint());
+  e->fd_ = fd;
+  sockaddr_in a{};
+  socklen_t al = sizeof(a);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &al);
+  e->local_ = UdpAddr{a.sin_addr.s_addr, ntohs(a.sin_port)};
+  return e;
+}
+
 UdpEndpoint::~UdpEndpoint() {
   if (fd_ >= 0) close(fd_);
 }

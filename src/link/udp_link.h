@@ -52,6 +52,9 @@ class UdpEndpoint {
   using OnPacket = std::function<void(const wire::Packet&, const UdpAddr& from, const UdpAddr& to)>;
 
   static Result<std::unique_ptr<UdpEndpoint>> open(const Options& o);
+  /// Takes over an open, bound socket (another process's, passed with
+  /// SCM_RIGHTS); receiving only.
+  static std::unique_ptr<UdpEndpoint> adopt(int fd);
   ~UdpEndpoint();
   UdpEndpoint(const UdpEndpoint&) = delete;
   UdpEndpoint& operator=(const UdpEndpoint&) = delete;

@@ -246,6 +246,18 @@ void NetQp::flush() {
   if (req_) req_->flush();
 }
 
+NetQp::Last NetQp::release_for_linger() {
+  std::lock_guard<std::mutex> g(mu_);
+  Last l;
+  if (!rc_resp_ || rc_resp_->epsn() == cfg_.resp.epsn) return l;
+  l.any = true;
+  l.dest_qpn = cfg_.resp.dest_qp;
+  l.epsn = rc_resp_->epsn();
+  l.msn = rc_resp_->msn();
+  l.rx_fd = rx_->fd();
+  return l;
+}
+
 void NetQp::flush_link() {
   std::lock_guard<std::mutex> g(mu_);
   tx_->flush();

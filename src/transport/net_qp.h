@@ -80,6 +80,14 @@ class NetQp {
   void flush_link();
 
   uint32_t qpn() const { return cfg_.qpn; }
+  /// RC, for uroced's linger (daemon/linger.h): whether the responder
+  /// executed anything, and where it stands. Takes the receive socket.
+  struct Last {
+    bool any = false;
+    uint32_t dest_qpn = 0, epsn = 0, msn = 0;
+    int rx_fd = -1;
+  };
+  Last release_for_linger();
   link::UdpEndpoint& rx() { return *rx_; }
 
  private:

@@ -125,7 +125,8 @@ void RcRequester::pump(uint64_t now) {
       } else {
         uint32_t i = e.sent;
         for (; i < total; ++i) {
-          if (!cfg_.unreliable && psn_diff(psn_add(e.first_psn, i), window_base()) >= int32_t(cfg_.window)) break;
+          if (!cfg_.unreliable && psn_diff(psn_add(e.first_psn, i), window_base()) >= int32_t(cfg_.window))
+            break;
           send_packet(e, i);
           sent = true;
         }

@@ -1,0 +1,63 @@
+#include "daemon/linger.h"
+
+#include <arpa/inet.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "transport/psn.h"
+#include "wire/ipv4.h"
+#include "wire/packet.h"
+
+namespace uroce::daemon {
+
+namespace {
+constexpr uint64_t kLingerNs = 3'000'000'000ull;  // covers retry_cnt 7 x timeout 14 (67 ms) several times
+}
+
+void Lingers::add(int rx_fd, uint32_t qpn, uint32_t dest_qpn, uint32_t epsn, uint32_t msn, uint64_t now) {
+  Entry e;
+  sockaddr_in peer{};
+  socklen_t pl = sizeof(peer);
+  if (getpeername(rx_fd, reinterpret_cast<sockaddr*>(&peer), &pl) != 0) {
+    close(rx_fd);
+    return;
+  }
+  e.rx = link::UdpEndpoint::adopt(rx_fd);
+  e.peer = link::UdpAddr{peer.sin_addr.s_addr, wire::kRoceV2Port};
+  // ACKs leave from the flow's source port, like the QP's own did.
+  link::UdpEndpoint::Options o;
+  o.bind = link::UdpAddr{e.rx->local().ip, ntohs(peer.sin_port)};
+  o.reuse_addr = true;
+  auto tx = link::UdpEndpoint::open(o);
+  if (!tx.is_ok()) return;  // e.rx closes the socket
+  e.tx = std::move(tx.value());
+  e.qpn = qpn;
+  e.dest_qpn = dest_qpn;
+  e.epsn = epsn;
+  e.msn = msn;
+  e.until = now + kLingerNs;
+  by_fd_[rx_fd] = std::move(e);
+}
+
+void Lingers::on_readable(int fd, uint64_t) {
+  auto it = by_fd_.find(fd);
+  if (it == by_fd_.end()) return;
+  Entry& e = it->second;
+  e.rx->poll([&e](const wire::Packet& p, const link::UdpAddr&, const link::UdpAddr&) {
+    const wire::OpInfo* info = wire::op_info(p.bth.opcode);
+    if (!info || !(info->flags & wire::kRequest) || p.bth.dest_qp != e.qpn) return;
+    if ((p.bth.opcode >> 5) != uint8_t(wire::Service::kRc) ||
+        !(info->flags & (wire::kSendOp | wire::kWriteOp)))
+      return;
+    if (transport::psn_diff(p.bth.psn, e.epsn) >= 0) return;  // never executed: nothing to say
+    wire::Packet a;
+    a.bth.opcode = wire::opcode(wire::Service::kRc, wire::kAcknowledge);
+    a.bth.dest_qp = e.dest_qpn;
+    a.bth.psn = p.bth.psn;
+    a.syndrome = wire::syndrome_ack(wire::kCreditsInvalid);
+    a.msn = e.msn;
+    e.tx->send(a, e.peer);
+  });
+}
+
+}  // namespace uroce::daemon
