@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "common/log.h"
 #include "transport/psn.h"
 #include "wire/ipv4.h"
 #include "wire/packet.h"
@@ -57,7 +58,13 @@ void Lingers::on_readable(int fd, uint64_t) {
     a.syndrome = wire::syndrome_ack(wire::kCreditsInvalid);
     a.msn = e.msn;
     e.tx->send(a, e.peer);
+    ++e.acked;
   });
+}
+
+void Lingers::log_end(const Entry& e) {
+  UROCE_INFO("uroced: QP %u gone for good (acknowledged %llu duplicates after its destruction)", e.qpn,
+             (unsigned long long)e.acked);
 }
 
 }  // namespace uroce::daemon

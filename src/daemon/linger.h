@@ -33,6 +33,7 @@ class Lingers {
         continue;
       }
       gone(it->first);
+      log_end(it->second);
       it = by_fd_.erase(it);
     }
   }
@@ -44,7 +45,9 @@ class Lingers {
     link::UdpAddr peer;
     uint32_t qpn, dest_qpn, epsn, msn;
     uint64_t until;
+    uint64_t acked = 0;  // duplicates answered
   };
+  static void log_end(const Entry& e);
   std::map<int, Entry> by_fd_;
 };
 
