@@ -148,6 +148,9 @@ class Qp {
   Qp() = default;
   Exec execute(const SendWqe& w, ExecOut* out);
   void complete_send(const SendWqe& w, WcStatus st, uint32_t byte_len);
+  /// Pushes a send CQE, or counts an unsignaled WQE in *unsignaled (retired with the next CQE).
+  void send_cqe(uint64_t wr_id, WcOpcode op, WcStatus st, uint32_t byte_len, bool signaled,
+                uint32_t* unsignaled);
   void defer(const SendWqe& w, Exec why, const ExecOut& o);
   void flush_sq_st();
   bool progress_st();

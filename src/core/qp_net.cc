@@ -271,20 +271,8 @@ Status Qp::net_post_ud(const SendWqe& w) {
 }
 
 void Qp::net_send_done(const transport::SqWqe& w, WcStatus st, uint32_t byte_len) {
-  if (!w.signaled && st == WcStatus::kSuccess) {
-    net_unsignaled_++;
-    return;
-  }
-  Cqe c{};
-  c.wr_id = w.wr_id;
-  c.status = uint32_t(st);
-  c.opcode = uint32_t(wc_of(w.kind));
-  c.byte_len = st == WcStatus::kSuccess ? byte_len : 0;
-  c.qp_num = qpn_;
-  c.local_qp = local_id_;
-  c.sq_retire = net_unsignaled_ + 1;
-  net_unsignaled_ = 0;
-  send_cq_->push_local(c, true);
+  const bool ok = st == WcStatus::kSuccess;
+  send_cqe(w.wr_id, wc_of(w.kind), st, ok ? byte_len : 0, w.signaled || !ok, &net_unsignaled_);
 }
 
 }  // namespace uroce::core

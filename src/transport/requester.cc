@@ -251,19 +251,24 @@ bool Qp::progress_st() {
 
 void Qp::complete_send(const SendWqe& w, WcStatus st, uint32_t byte_len) {
   const bool signaled = sq_sig_all_ || (w.flags & send_flags::kSignaled) || st != WcStatus::kSuccess;
+  send_cqe(w.wr_id, wc_opcode_of(w.opcode), st, byte_len, signaled, &unsignaled_);
+}
+
+void Qp::send_cqe(uint64_t wr_id, WcOpcode op, WcStatus st, uint32_t byte_len, bool signaled,
+                  uint32_t* unsignaled) {
   if (!signaled) {
-    unsignaled_++;
+    ++*unsignaled;
     return;
   }
   Cqe c{};
-  c.wr_id = w.wr_id;
+  c.wr_id = wr_id;
   c.status = uint32_t(st);
-  c.opcode = uint32_t(wc_opcode_of(w.opcode));
+  c.opcode = uint32_t(op);
   c.byte_len = byte_len;
   c.qp_num = qpn_;
   c.local_qp = local_id_;
-  c.sq_retire = unsignaled_ + 1;
-  unsignaled_ = 0;
+  c.sq_retire = *unsignaled + 1;  // this WQE and the unsignaled ones before it
+  *unsignaled = 0;
   send_cq_->push_local(c, true);
 }
 
