@@ -218,7 +218,8 @@ void ControlClient::free_qpn(uint32_t qpn) {
   (void)transact(fd_, req, &rep, -1, nullptr);
 }
 
-void ControlClient::linger(int rx_fd, uint32_t qpn, uint32_t dest_qpn, uint32_t epsn, uint32_t msn) {
+void ControlClient::linger(int rx_fd, uint32_t qpn, uint32_t dest_qpn, uint32_t epsn, uint32_t msn,
+                           uint16_t sport) {
   std::lock_guard<std::mutex> g(mu_);
   Request req{};
   req.type = uint32_t(MsgType::kLinger);
@@ -226,6 +227,7 @@ void ControlClient::linger(int rx_fd, uint32_t qpn, uint32_t dest_qpn, uint32_t 
   req.arg[0] = dest_qpn;
   req.arg[1] = epsn;
   req.arg[2] = msn;
+  req.arg[3] = sport;
   Reply rep;
   (void)transact(fd_, req, &rep, rx_fd, nullptr);
 }

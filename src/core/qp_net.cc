@@ -139,7 +139,17 @@ Status Qp::net_open() {
   } else {
     if (!v4_mapped(d.gids[attr_.av.sgid_index], &c.local_ip) || !v4_mapped(attr_.av.dgid, &c.remote_ip))
       return Status(EINVAL);
-    c.sport = transport::udp_sport(attr_.av.flow_label, qpn_, attr_.dest_qpn);
+    c.sport = c.peer_sport = transport::udp_sport(attr_.av.flow_label, qpn_, attr_.dest_qpn);
+    if (c.local_ip == c.remote_ip && qpn_ != attr_.dest_qpn) {
+      // Both ends on this host (UROCE_LINK=udp): with one port the two
+      // directions would be the same 4-tuple and neither connected socket
+      // could tell its flow; the QP with the higher number sends from the
+      // next port.
+      if (qpn_ > attr_.dest_qpn)
+        c.sport ^= 1;
+      else
+        c.peer_sport ^= 1;
+    }
   }
   c.pmtu = path_mtu_bytes(attr_, d.if_mtu);
   c.resp.dest_qp = attr_.dest_qpn;
@@ -181,7 +191,7 @@ void Qp::net_close() {
   // answers for a while (daemon/linger.h). The socket is passed (SCM_RIGHTS)
   // before ours closes, so no datagram of the flow finds no socket.
   const transport::NetQp::Last l = net_->release_for_linger();
-  if (l.any && !ctx_->fatal()) ctx_->ctl()->linger(l.rx_fd, qpn_, l.dest_qpn, l.epsn, l.msn);
+  if (l.any && !ctx_->fatal()) ctx_->ctl()->linger(l.rx_fd, qpn_, l.dest_qpn, l.epsn, l.msn, l.sport);
   net_.reset();
 }
 

@@ -15,7 +15,8 @@ namespace {
 constexpr uint64_t kLingerNs = 3'000'000'000ull;  // covers retry_cnt 7 x timeout 14 (67 ms) several times
 }
 
-void Lingers::add(int rx_fd, uint32_t qpn, uint32_t dest_qpn, uint32_t epsn, uint32_t msn, uint64_t now) {
+void Lingers::add(int rx_fd, uint32_t qpn, uint32_t dest_qpn, uint32_t epsn, uint32_t msn, uint16_t sport,
+                  uint64_t now) {
   Entry e;
   sockaddr_in peer{};
   socklen_t pl = sizeof(peer);
@@ -27,7 +28,7 @@ void Lingers::add(int rx_fd, uint32_t qpn, uint32_t dest_qpn, uint32_t epsn, uin
   e.peer = link::UdpAddr{peer.sin_addr.s_addr, wire::kRoceV2Port};
   // ACKs leave from the flow's source port, like the QP's own did.
   link::UdpEndpoint::Options o;
-  o.bind = link::UdpAddr{e.rx->local().ip, ntohs(peer.sin_port)};
+  o.bind = link::UdpAddr{e.rx->local().ip, sport};
   o.reuse_addr = true;
   auto tx = link::UdpEndpoint::open(o);
   if (!tx.is_ok()) return;  // e.rx closes the socket

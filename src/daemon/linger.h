@@ -20,7 +20,8 @@ namespace uroce::daemon {
 class Lingers {
  public:
   /// Takes `rx_fd` (bound to <local IP>:4791, connected to the peer's flow).
-  void add(int rx_fd, uint32_t qpn, uint32_t dest_qpn, uint32_t epsn, uint32_t msn, uint64_t now_ns);
+  void add(int rx_fd, uint32_t qpn, uint32_t dest_qpn, uint32_t epsn, uint32_t msn, uint16_t sport,
+           uint64_t now_ns);
   bool owns(int fd) const { return by_fd_.count(fd) != 0; }
   /// The socket is readable: answers what came in. Returns fds to stop watching.
   void on_readable(int fd, uint64_t now_ns);

@@ -200,7 +200,7 @@ class Server {
         break;
       case MsgType::kLinger:
         if (passed >= 0) {
-          lingers_.add(passed, req.qpn, req.arg[0], req.arg[1], req.arg[2], now_ns());
+          lingers_.add(passed, req.qpn, req.arg[0], req.arg[1], req.arg[2], uint16_t(req.arg[3]), now_ns());
           if (lingers_.owns(passed)) add_fd(passed);
           passed = -1;  // Lingers owns it (closed already if it could not be used)
         }

@@ -1,5 +1,6 @@
 #include "transport/net_engine.h"
 
+#include <pthread.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -8,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <new>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -37,7 +39,25 @@ struct EState {
 };
 
 EState& es() {
-  static EState* s = new EState();  // lives for the process
+  static EState* s = [] {
+    auto* n = new EState();  // lives for the process
+    // The engine thread does not survive fork(), and the child must not
+    // read the parent's sockets (it has copies of their descriptors): the
+    // child starts empty, with its own epoll and thread on first use.
+    pthread_atfork(nullptr, nullptr, [] {
+      EState& c = es();
+      new (&c.run_mu) std::mutex();
+      c.slots.clear();
+      c.by_qpn.clear();
+      if (c.ep >= 0) close(c.ep);
+      if (c.wake >= 0) close(c.wake);
+      c.ep = c.wake = -1;
+      c.started = false;
+      c.planned_wake.store(0);
+      c.n_active.store(0);
+    });
+    return n;
+  }();
   return *s;
 }
 

@@ -145,7 +145,7 @@ Result<std::unique_ptr<NetQp>> NetQp::open(const Config& c, const PeerQp& self, 
   link::UdpEndpoint::Options rx;
   rx.bind = link::UdpAddr{c.local_ip, wire::kRoceV2Port};
   rx.reuse_addr = true;
-  if (c.type != QpType::kUd) rx.connect_to = link::UdpAddr{c.remote_ip, c.sport};
+  if (c.type != QpType::kUd) rx.connect_to = link::UdpAddr{c.remote_ip, c.peer_sport};
   rx.capture_to = link.capture;
   auto r = link::UdpEndpoint::open(rx);
   if (!r.is_ok()) {
@@ -254,6 +254,7 @@ NetQp::Last NetQp::release_for_linger() {
   l.dest_qpn = cfg_.resp.dest_qp;
   l.epsn = rc_resp_->epsn();
   l.msn = rc_resp_->msn();
+  l.sport = cfg_.sport;
   l.rx_fd = rx_->fd();
   return l;
 }

@@ -48,7 +48,8 @@ class NetQp {
     core::QpType type = core::QpType::kRc;  // kRc, kUc or kUd
     uint32_t qpn = 0;
     uint32_t local_ip = 0, remote_ip = 0;  // network order (UD: no remote)
-    uint16_t sport = 0;
+    uint16_t sport = 0;                    // this QP's source port
+    uint16_t peer_sport = 0;               // the peer's (the same, except between two QPs of one host)
     uint32_t pmtu = 1024;
     ResponderConfig resp;
   };
@@ -85,6 +86,7 @@ class NetQp {
   struct Last {
     bool any = false;
     uint32_t dest_qpn = 0, epsn = 0, msn = 0;
+    uint16_t sport = 0;
     int rx_fd = -1;
   };
   Last release_for_linger();

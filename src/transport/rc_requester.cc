@@ -125,8 +125,7 @@ void RcRequester::pump(uint64_t now) {
       } else {
         uint32_t i = e.sent;
         for (; i < total; ++i) {
-          if (!cfg_.unreliable && psn_diff(psn_add(e.first_psn, i), window_base()) >= int32_t(cfg_.window))
-            break;
+          if (!cfg_.unreliable && psn_diff(psn_add(e.first_psn, i), window_base()) >= int32_t(cwnd_)) break;
           send_packet(e, i);
           sent = true;
         }
@@ -173,6 +172,8 @@ void RcRequester::ack_through(uint32_t psn, uint64_t now) {
   // as progress for the retransmission timer.
   bool progress = false;
   if (const uint32_t next = psn_add(psn, 1); psn_diff(next, window_base()) > 0) {
+    // The window doubles per round trip without loss, back to its maximum.
+    cwnd_ = std::min<uint32_t>(cfg_.window, cwnd_ + uint32_t(psn_diff(next, window_base())));
     una_ = next;
     progress = true;
   }
@@ -276,6 +277,7 @@ void RcRequester::on_response(const Packet& p, uint64_t now) {
         const NakCode c = NakCode(ack_value(p.syndrome));
         if (c == NakCode::kPsnSequenceError) {
           ++stats_.seq_naks;
+          cwnd_ = std::max<uint32_t>(kMinWindow, cwnd_ / 2);  // a loss: send less into the gap next time
           go_back(p.bth.psn);
           pump(now);
           return;
@@ -383,6 +385,7 @@ void RcRequester::on_timer(uint64_t now) {
   // answer to get through almost never fails, so retry_cnt is spent on real
   // outages, not on unlucky single losses.
   for (Entry& e : q_) e.reasked_at = UINT64_MAX;
+  cwnd_ = kMinWindow;
   for (int copy = 0; copy < 2; ++copy) {
     go_back(q_.front().first_psn);
     pump(now);

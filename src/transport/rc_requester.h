@@ -59,7 +59,9 @@ struct RequesterConfig {
   uint32_t ack_every = 16;  // also ask for an ACK every this many packets of a long message
   /// Packets sent and not yet acknowledged, at most: a loss makes go-back-N
   /// resend what follows it, so the window bounds that waste (and the
-  /// bursts a receiver's socket must absorb). Not for UC (nothing is acknowledged).
+  /// bursts a receiver's socket must absorb). The requester halves its
+  /// window at each PSN-sequence NAK (8 after a timeout) and grows it again
+  /// by what each ACK acknowledges, up to this. Not for UC (nothing is acknowledged).
   uint32_t window = 512;
   /// UC (unreliable connection): the same packets with the UC
   /// opcodes and no A bit; nothing is acknowledged, so a WQE is complete
@@ -121,12 +123,14 @@ class RcRequester {
 
   RequesterConfig cfg_;
   RequesterEnv* env_;
-  std::deque<Entry> q_;     // posted and not completed, in order
-  uint32_t next_psn_;       // PSN of the next new packet
-  uint32_t una_;            // every PSN before it is acknowledged (see ack_through)
-  uint32_t reads_out_ = 0;  // READ / atomic requests outstanding
-  uint64_t deadline_ = 0;   // retransmission timer (0: off)
-  uint64_t rnr_until_ = 0;  // RNR wait (0: none)
+  std::deque<Entry> q_;  // posted and not completed, in order
+  uint32_t next_psn_;    // PSN of the next new packet
+  uint32_t una_;         // every PSN before it is acknowledged (see ack_through)
+  static constexpr uint32_t kMinWindow = 8;
+  uint32_t cwnd_ = cfg_.window;  // the window in use (see RequesterConfig::window)
+  uint32_t reads_out_ = 0;       // READ / atomic requests outstanding
+  uint64_t deadline_ = 0;        // retransmission timer (0: off)
+  uint64_t rnr_until_ = 0;       // RNR wait (0: none)
   uint32_t retries_ = 0, rnr_retries_ = 0;
   uint32_t since_ack_req_ = 0;
   bool failed_ = false;

@@ -132,7 +132,7 @@ void RcResponder::do_send(const Packet& p, const OpInfo& info) {
 void RcResponder::do_write(const Packet& p, const OpInfo& info) {
   const uint8_t op = p.bth.opcode & 0x1f;
   if (info.flags & (kFirst | kOnly)) {
-    write_left_ = p.dma_len;
+    write_left_ = write_len_ = p.dma_len;
     write_at_ = nullptr;
     if (p.dma_len) {
       write_at_ = env_->remote_memory(p.rkey, p.va, p.dma_len, core::access::kRemoteWrite);
@@ -170,7 +170,7 @@ void RcResponder::do_write(const Packet& p, const OpInfo& info) {
       ri.has_imm = true;
       ri.imm = p.imm;
       ri.solicited = p.bth.solicited;
-      env_->complete_recv(imm_recv, WcStatus::kSuccess, 0, ri);
+      env_->complete_recv(imm_recv, WcStatus::kSuccess, write_len_, ri);  // byte_len: the WRITE's length
     }
   }
   if (p.bth.ack_req) ack(p.bth.psn);

@@ -45,6 +45,7 @@ class UcResponder {
   RecvTarget recv_{};
   uint64_t recv_offset_ = 0;
   uint64_t write_left_ = 0;
+  uint32_t write_len_ = 0;  // the WRITE in progress: its DMA length
   uint8_t* write_at_ = nullptr;
   UcStats stats_;
 };

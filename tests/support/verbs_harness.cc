@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 
@@ -392,7 +393,10 @@ bool connect_qp(ibv_qp* qp, ibv_qp_type type, const WireInfo& peer, uint32_t qke
   a.sq_psn = 0;
   mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
   if (type == IBV_QPT_RC) {
-    a.timeout = 14;
+    // UROCE_TEST_QP_TIMEOUT: the local ACK timeout code for lossy-link runs
+    // (the UDP flood under injected loss; 14 = 67 ms otherwise).
+    const char* t = getenv("UROCE_TEST_QP_TIMEOUT");
+    a.timeout = t && *t ? uint8_t(atoi(t)) : 14;
     a.retry_cnt = 7;
     a.rnr_retry = 7;
     a.max_rd_atomic = 16;

@@ -31,3 +31,8 @@ foreach(t fault_errors_test fault_errors_daemon_death_test)
   target_compile_definitions(${t} PRIVATE UROCE_FAULT_PEER_PATH="$<TARGET_FILE:fault_errors_peer>")
   add_dependencies(${t} fault_errors_peer)
 endforeach()
+
+# Every error path again over the network link (UROCE_LINK=udp: RoCE v2 over
+# UDP on 127.0.0.1): bad keys, lengths, RNR, flushes, dead peers (a vanished
+# peer is RETRY_EXC_ERR after the retry budget, as on a wire).
+uroce_gtest_variant(fault_errors_test udp LABEL fault ENV UROCE_LINK=udp)

@@ -22,17 +22,19 @@ endforeach()
 # The same data-path checks with shared pages off (UROCE_MR_SHARE=0): every
 # byte then moves through process_vm_writev/readv, the universal fallback.
 foreach(t rc_ops stopped_target srq atomic_stress)
-  add_test(NAME verbs_ops_${t}_vm_test COMMAND verbs_ops_${t}_test)
-  set_tests_properties(verbs_ops_${t}_vm_test PROPERTIES
-    LABELS integration
-    TIMEOUT 60
-    ENVIRONMENT "${UROCE_TEST_ENV_COMMON};UROCE_DAEMON_NAME=ctest-verbs_ops_${t}_vm_test;UROCE_MR_SHARE=0")
+  uroce_gtest_variant(verbs_ops_${t}_test vm LABEL integration ENV UROCE_MR_SHARE=0)
 endforeach()
 
 # Completion channels with the producers' fence instead of the consumers'
 # membarrier (UROCE_CQ_FENCE=1: what a host without membarrier does).
-add_test(NAME verbs_ops_comp_channel_fence_test COMMAND verbs_ops_comp_channel_test)
-set_tests_properties(verbs_ops_comp_channel_fence_test PROPERTIES
-  LABELS integration
-  TIMEOUT 60
-  ENVIRONMENT "${UROCE_TEST_ENV_COMMON};UROCE_DAEMON_NAME=ctest-verbs_ops_comp_channel_fence_test;UROCE_CQ_FENCE=1")
+uroce_gtest_variant(verbs_ops_comp_channel_test fence LABEL integration ENV UROCE_CQ_FENCE=1)
+
+# The same checks over the network link (UROCE_LINK=udp: RoCE v2 over UDP on
+# 127.0.0.1 between the processes). Not stopped_target (a stopped process
+# cannot answer packets; only the intra-host link reaches its memory), nor UD
+# between two processes of one host (both listen on 127.0.0.1:4791 and Linux
+# gives each datagram to one of them: docs/network-link.md, "Demultiplexing").
+foreach(t rc_ops srq comp_channel post_send_ex atomic_stress)
+  uroce_gtest_variant(verbs_ops_${t}_test udp LABEL integration ENV UROCE_LINK=udp)
+endforeach()
+uroce_gtest_variant(verbs_ops_uc_ud_test udp LABEL integration ENV UROCE_LINK=udp ARGS --gtest_filter=-UdTest.*)
