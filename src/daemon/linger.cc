@@ -58,7 +58,7 @@ void Lingers::on_readable(int fd, uint64_t) {
     a.bth.psn = p.bth.psn;
     a.syndrome = wire::syndrome_ack(wire::kCreditsInvalid);
     a.msn = e.msn;
-    e.tx->send(a, e.peer);
+    (void)e.tx->send(a, e.peer);
     ++e.acked;
   });
 }

@@ -197,7 +197,7 @@ void NetQp::send_ud(uint32_t dst_ip, uint32_t dest_qpn, uint32_t qkey, bool has_
   p.src_qp = cfg_.qpn;
   p.imm = imm;
   p.payload = payload;
-  tx_->send(p, link::UdpAddr{dst_ip, wire::kRoceV2Port});
+  (void)tx_->send(p, link::UdpAddr{dst_ip, wire::kRoceV2Port});  // failures are counted in its stats
 }
 
 void NetQp::on_packet(const wire::Packet& p, const link::UdpAddr& from, const link::UdpAddr& to) {
@@ -264,7 +264,9 @@ void NetQp::flush_link() {
   tx_->flush();
 }
 
-void NetQp::send(wire::Packet& p) { tx_->send(p, peer_); }
+void NetQp::send(wire::Packet& p) {
+  (void)tx_->send(p, peer_);
+}  // a lost packet to RC: counted, retransmitted
 
 void NetQp::to_error(bool async, AsyncEvent ev) {
   if (async) {

@@ -21,3 +21,13 @@ foreach(t many_qps:120 many_pairs:120 message_flood:180 memory_cost:60)
               SOURCES ${CMAKE_CURRENT_LIST_DIR}/${name}_test.cc)
   target_link_libraries(scale_${name}_test PRIVATE uroce_verbs_harness)
 endforeach()
+
+# The same 10^6 messages over the network link (RoCE v2 over UDP on
+# 127.0.0.1) through uroce's fault injector on both sides: 10 % of packets
+# dropped, 5 % duplicated, 5 % held back behind the next one, 2 % with one
+# byte corrupted (the receiver's ICRC check drops them). The test's checks
+# (each message once, in order, byte-exact) are unchanged. A 1 ms local ACK
+# timeout (code 8) keeps the many retransmissions quick.
+uroce_gtest_variant(scale_message_flood_test udp_faults LABEL fault TIMEOUT 180
+                    ENV UROCE_LINK=udp "UROCE_FAULTS=drop=0.1,dup=0.05,reorder=0.05,corrupt=0.02,seed=3"
+                        UROCE_TEST_QP_TIMEOUT=8)
