@@ -265,8 +265,8 @@ void NetQp::flush_link() {
 }
 
 void NetQp::send(wire::Packet& p) {
-  (void)tx_->send(p, peer_);
-}  // a lost packet to RC: counted, retransmitted
+  (void)tx_->send(p, peer_);  // a failure is a lost packet: counted, and RC retransmits
+}
 
 void NetQp::to_error(bool async, AsyncEvent ev) {
   if (async) {

@@ -103,8 +103,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // Local buffers of exact size: the requester writes READ data and atomic
   // results only inside them.
   std::vector<uint8_t> send_buf(3000, 1), read_buf(3000), atomic_buf(8);
-  const MsgKind kinds[] = {MsgKind::kSend, MsgKind::kWrite, MsgKind::kReadRequest, MsgKind::kFetchAdd,
-                           MsgKind::kWriteImm, MsgKind::kReadRequest, MsgKind::kCompareSwap};
+  const MsgKind kinds[] = {MsgKind::kSend,       MsgKind::kWrite,    MsgKind::kReadRequest,
+                           MsgKind::kFetchAdd,   MsgKind::kWriteImm, MsgKind::kReadRequest,
+                           MsgKind::kCompareSwap};
   uint64_t now = 1;
   for (MsgKind k : kinds) {
     SqWqe w;
