@@ -270,6 +270,7 @@ Status Qp::post_recv(uint64_t wr_id, const Sge* sge, uint32_t num_sge) {
   if (num_sge > cap_.max_recv_sge) return Status(EINVAL);
   QpState s = state();
   if (s == QpState::kReset) return Status(EINVAL);
+  transport::NetEngine::catch_up();
   std::lock_guard<SpinLock> g(rq_mu_);
   if (!rq_post(ctx_->seg().base(), rq_, wr_id, sge, num_sge, &rq_head_seen_)) return Status(ENOMEM);
   if (s == QpState::kErr) flush_rq();

@@ -186,6 +186,7 @@ void Qp::net_start_requester() {
 void Qp::net_close() {
   if (!net_) return;
   transport::NetEngine::get().remove(net_.get());
+  net_->flush_acks();
   net_->flush_link();
   // The peer may still retransmit what was executed (its ACK lost): uroced
   // answers for a while (daemon/linger.h). The socket is passed (SCM_RIGHTS)

@@ -5,6 +5,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <random>
+
 #include "common/log.h"
 
 namespace uroce::daemon {
@@ -12,6 +14,11 @@ namespace uroce::daemon {
 using core::QpShm;
 using core::QpState;
 using core::SegHeader;
+
+uint32_t Registry::first_qpn() {
+  std::random_device rd;
+  return 0x11 + rd() % 0x10000;  // 24-bit QPNs; plenty left above
+}
 
 Registry::~Registry() {
   for (auto& [id, c] : ctxs_) drop_ctx(c, false);

@@ -62,7 +62,12 @@ class Registry {
   std::map<std::pair<uint64_t, uint64_t>, uint32_t> xrcds_;
   uint32_t next_xrcd_ = 1;
   uint32_t next_ctx_id_ = 1;
-  uint32_t next_qpn_ = 0x11;
+  // QP numbers start at a random point (like a NIC after a reset), so
+  // that two uroceds on one host (two users, or parallel tests) rarely
+  // hand out the same numbers: RoCE v2 flows take their UDP source port
+  // from the QPNs (docs/network-link.md, "Demultiplexing").
+  uint32_t next_qpn_ = first_qpn();
+  static uint32_t first_qpn();
 };
 
 }  // namespace uroce::daemon

@@ -25,12 +25,19 @@ namespace {
 constexpr uint64_t kIdleWakeNs = 100'000'000;  // re-check deadlines at least this often
 constexpr int kMaxEvents = 64;
 constexpr int kMaxRoundsPerSocket = 8;  // batches per readable socket per round
+// After a packet, the engine thread keeps reading for this long before it
+// sleeps again (spin, then sleep: docs/network-link.md).
+constexpr uint64_t kSpinIdleNs = 50'000;
+// An application that polled within this long is taken to be polling still.
+constexpr uint64_t kAppPollGraceNs = 200'000;
 
 struct EState {
   std::mutex run_mu;  // held while calling into NetQps; add/remove take it
   std::vector<NetQp*> slots;
   std::unordered_map<uint32_t, NetQp*> by_qpn;
   int ep = -1, wake = -1;
+  int ep_timers = -1;  // epoll with the wake-up only: the thread's sleep while the application polls
+  std::atomic<uint64_t> app_poll_ns{0};
   bool started = false;
   std::atomic<uint64_t> planned_wake{0};
   std::atomic<int> n_active{0};
@@ -50,8 +57,10 @@ EState& es() {
       c.slots.clear();
       c.by_qpn.clear();
       if (c.ep >= 0) close(c.ep);
+      if (c.ep_timers >= 0) close(c.ep_timers);
       if (c.wake >= 0) close(c.wake);
-      c.ep = c.wake = -1;
+      c.ep = c.ep_timers = c.wake = -1;
+      c.app_poll_ns.store(0);
       c.started = false;
       c.planned_wake.store(0);
       c.n_active.store(0);
@@ -102,12 +111,14 @@ Status NetEngine::add(NetQp* q) {
   std::lock_guard<std::mutex> g(s.run_mu);
   if (!s.started) {
     s.ep = epoll_create1(EPOLL_CLOEXEC);
+    s.ep_timers = epoll_create1(EPOLL_CLOEXEC);
     s.wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (s.ep < 0 || s.wake < 0) return Status(errno);
+    if (s.ep < 0 || s.ep_timers < 0 || s.wake < 0) return Status(errno);
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.u32 = UINT32_MAX;
     epoll_ctl(s.ep, EPOLL_CTL_ADD, s.wake, &ev);
+    epoll_ctl(s.ep_timers, EPOLL_CTL_ADD, s.wake, &ev);
     s.started = true;
     std::thread([this] { loop(); }).detach();
   }
@@ -166,16 +177,48 @@ int NetEngine::round(const int* ready, int n, uint64_t) {
   return got;
 }
 
+void NetEngine::catch_up_slow() {
+  EState& s = es();
+  // Whoever else is handling packets finishes first (their packets came
+  // earlier); then whatever is still queued.
+  std::lock_guard<std::mutex> g(s.run_mu);
+  epoll_event evs[kMaxEvents];
+  const int n = epoll_wait(s.ep, evs, kMaxEvents, 0);
+  int ready[kMaxEvents];
+  int m = 0;
+  for (int i = 0; i < n; ++i)
+    if (evs[i].data.u32 != UINT32_MAX) ready[m++] = int(evs[i].data.u32);
+  if (!m) return;
+  NetQp::defer_acks(true);
+  round(ready, m, now_ns());
+  NetQp::defer_acks(false);
+}
+
+void NetEngine::app_sleeps() {
+  EState& s = es();
+  if (s.app_poll_ns.exchange(0, std::memory_order_relaxed) == 0) return;
+  uint64_t one = 1;
+  ssize_t w = write(s.wake, &one, sizeof(one));
+  (void)w;
+}
+
 bool NetEngine::poll_now() {
   EState& s = es();
   if (s.n_active.load(std::memory_order_relaxed) == 0) return false;
+  s.app_poll_ns.store(now_ns(), std::memory_order_relaxed);
   std::unique_lock<std::mutex> g(s.run_mu, std::try_to_lock);
   if (!g.owns_lock()) return false;
   int ready[kMaxEvents];
   int n = 0;
   for (size_t i = 0; i < s.slots.size() && n < kMaxEvents; ++i)
-    if (s.slots[i]) ready[n++] = int(i);
-  return round(ready, n, now_ns()) > 0;
+    if (s.slots[i]) {
+      s.slots[i]->flush_acks();  // what the previous poll held back
+      ready[n++] = int(i);
+    }
+  NetQp::defer_acks(true);
+  const int got = round(ready, n, now_ns());
+  NetQp::defer_acks(false);
+  return got > 0;
 }
 
 void NetEngine::loop() {
@@ -189,6 +232,7 @@ void NetEngine::loop() {
       std::lock_guard<std::mutex> g(s.run_mu);
       for (NetQp* q : s.slots) {
         if (!q) continue;
+        q->flush_acks();  // held back by an application's poll that has not come back
         uint64_t d = q->next_deadline();
         if (d <= now) {
           q->on_timer(now);
@@ -197,10 +241,15 @@ void NetEngine::loop() {
         if (d < next) next = d;
       }
     }
+    // While the application polls, it reads the sockets; this thread
+    // sleeps until the next deadline, a kick, or the grace period's end.
+    const uint64_t app = s.app_poll_ns.load(std::memory_order_relaxed);
+    const bool app_polls = app && now - app < kAppPollGraceNs;
+    if (app_polls && next > app + kAppPollGraceNs) next = app + kAppPollGraceNs;
     s.planned_wake.store(next, std::memory_order_relaxed);
     const uint64_t wait = next > now ? next - now : 0;
     timespec ts{time_t(wait / 1000000000ull), long(wait % 1000000000ull)};
-    const int n = epoll_pwait2(s.ep, evs, kMaxEvents, &ts, nullptr);
+    const int n = epoll_pwait2(app_polls ? s.ep_timers : s.ep, evs, kMaxEvents, &ts, nullptr);
     if (n <= 0) {
       // Idle: release what the fault injectors hold back.
       std::lock_guard<std::mutex> g(s.run_mu);
@@ -219,8 +268,22 @@ void NetEngine::loop() {
       }
       ready[m++] = int(evs[i].data.u32);
     }
-    std::lock_guard<std::mutex> g(s.run_mu);
-    round(ready, m, now_ns());
+    std::unique_lock<std::mutex> g(s.run_mu);
+    if (round(ready, m, now_ns()) == 0) continue;
+    // Traffic: keep reading without sleeping while packets keep coming (a
+    // wake-up per packet costs more than the packet), at most kSpinIdleNs
+    // past the last one, and not while the application polls itself.
+    g.unlock();
+    for (uint64_t last = now_ns(); now_ns() - last < kSpinIdleNs;) {
+      const uint64_t app_now = s.app_poll_ns.load(std::memory_order_relaxed);
+      if (app_now && now_ns() - app_now < kAppPollGraceNs) break;
+      std::lock_guard<std::mutex> sg(s.run_mu);
+      int all[kMaxEvents];
+      int k = 0;
+      for (size_t i = 0; i < s.slots.size() && k < kMaxEvents; ++i)
+        if (s.slots[i]) all[k++] = int(i);
+      if (round(all, k, now_ns()) > 0) last = now_ns();
+    }
   }
 }
 

@@ -24,15 +24,30 @@ class NetEngine {
   void remove(NetQp* q);
   /// A QP's deadline may have moved earlier than the thread's next wake-up.
   void kick(uint64_t deadline_ns);
-  /// Handles what has arrived and what is due, without blocking; false if
-  /// another thread is at it or no network QP exists. Cheap when idle.
+  /// Handles what has arrived, without blocking; false if another thread is
+  /// at it or no network QP exists. While an application keeps calling it
+  /// (ibv_poll_cq on an empty CQ), the engine thread leaves the sockets to it
+  /// and only runs timers: two busy pollers on two cores must not also wake a
+  /// third thread per packet.
   bool poll_now();
+  /// Before a receive is posted: packets that already arrived while the
+  /// application polled (and this engine left the sockets to it) are handled
+  /// first, as a NIC would have handled them on arrival; they must not
+  /// consume a receive posted after them. One epoll check (no wait) when
+  /// nothing is queued.
+  static void catch_up() {
+    if (active()) get().catch_up_slow();
+  }
+  /// The application is about to block (ibv_req_notify_cq): the engine
+  /// thread watches the sockets again at once.
+  void app_sleeps();
   /// Network QPs alive in this process (poll_now is a no-op when 0).
   static bool active();
 
  private:
   NetEngine() = default;
   void loop();
+  void catch_up_slow();
   /// One round: drain readable sockets, run due timers; caller holds run_mu.
   int round(const int* ready_slots, int n, uint64_t now);
 };

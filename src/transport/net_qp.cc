@@ -164,7 +164,27 @@ Result<std::unique_ptr<NetQp>> NetQp::open(const Config& c, const PeerQp& self, 
   return q;
 }
 
-NetQp::~NetQp() = default;
+NetQp::~NetQp() {
+  // What the QP's link did, for diagnosis (UROCE_LOG=info).
+  const link::UdpEndpoint::Stats& t = tx_->stats();
+  const link::UdpEndpoint::Stats& r = rx_->stats();
+  UROCE_INFO("QP %u on UDP: sent %llu (%llu send errors), received %llu (%llu bad ICRC, %llu malformed)",
+             cfg_.qpn, (unsigned long long)t.sent, (unsigned long long)t.send_errors,
+             (unsigned long long)r.received, (unsigned long long)r.bad_icrc, (unsigned long long)r.malformed);
+  if (req_) {
+    const RequesterStats& q = req_->stats();
+    UROCE_INFO("QP %u requester: %llu packets, %llu retransmits, %llu timeouts, %llu RNR NAKs, %llu seq NAKs",
+               cfg_.qpn, (unsigned long long)q.packets, (unsigned long long)q.retransmits,
+               (unsigned long long)q.timeouts, (unsigned long long)q.rnr_naks,
+               (unsigned long long)q.seq_naks);
+  }
+  if (rc_resp_) {
+    const ResponderStats& p = rc_resp_->stats();
+    UROCE_INFO("QP %u responder: %llu packets, %llu duplicates, %llu seq NAKs, %llu RNR NAKs, %llu dropped",
+               cfg_.qpn, (unsigned long long)p.packets, (unsigned long long)p.duplicates,
+               (unsigned long long)p.seq_naks, (unsigned long long)p.rnr_naks, (unsigned long long)p.dropped);
+  }
+}
 
 void NetQp::start_requester(const RequesterConfig& c) {
   std::lock_guard<std::mutex> g(mu_);
@@ -179,9 +199,15 @@ void NetQp::post(SqWqe w) {
   if (!req_ || flushed_) {
     w.signaled = true;
     done_(w, WcStatus::kWrFlushErr, 0);
-    return;
+  } else {
+    // The request first: it is what the peer waits for (a ping-pong's
+    // reply); the held ACK (responder's, other direction) right after.
+    const bool held = ack_held_;
+    ack_held_ = false;
+    wire::Packet ack = held_ack_;
+    req_->post(std::move(w), now_ns());
+    if (held) (void)tx_->send(ack, peer_);
   }
-  req_->post(std::move(w), now_ns());
 }
 
 void NetQp::send_ud(uint32_t dst_ip, uint32_t dest_qpn, uint32_t qkey, bool has_imm, uint32_t imm,
@@ -264,7 +290,31 @@ void NetQp::flush_link() {
   tx_->flush();
 }
 
+namespace {
+thread_local bool t_defer_acks = false;
+}
+
+void NetQp::defer_acks(bool on) { t_defer_acks = on; }
+
+void NetQp::flush_acks() {
+  std::lock_guard<std::mutex> g(mu_);
+  if (!ack_held_) return;
+  ack_held_ = false;
+  (void)tx_->send(held_ack_, peer_);
+}
+
 void NetQp::send(wire::Packet& p) {
+  const bool plain_ack = (p.bth.opcode & 0x1f) == wire::kAcknowledge &&
+                         wire::ack_type(p.syndrome) == wire::AckType::kAck && p.payload.empty();
+  if (plain_ack && t_defer_acks) {
+    held_ack_ = p;  // ACKs are cumulative: the latest covers the ones before
+    ack_held_ = true;
+    return;
+  }
+  if (ack_held_) {  // keep the order of what the responder says
+    ack_held_ = false;
+    (void)tx_->send(held_ack_, peer_);
+  }
   (void)tx_->send(p, peer_);  // a failure is a lost packet: counted, and RC retransmits
 }
 

@@ -79,6 +79,14 @@ class NetQp {
   void flush();
   /// Sends what the fault injector holds back (the engine calls it when idle).
   void flush_link();
+  /// Sends an acknowledgement held back while the application polled (see defer_acks).
+  void flush_acks();
+  /// While set on a thread, plain ACKs its packets cause wait (coalesced, one
+  /// per QP) until flush_acks: an application that polls a CQ gets its
+  /// completion without first paying for the ACK's system call; its next
+  /// poll, post, or the engine thread sends it (IBA 9.7.5.1.6 lets a
+  /// responder coalesce ACKs).
+  static void defer_acks(bool on);
 
   uint32_t qpn() const { return cfg_.qpn; }
   /// RC, for uroced's linger (daemon/linger.h): whether the responder
@@ -114,6 +122,8 @@ class NetQp {
   std::unique_ptr<UdResponder> ud_resp_;
   bool flushed_ = false;
   uint32_t ud_psn_ = 0;  // UD: PSNs carry no meaning, but count up as on hardware
+  bool ack_held_ = false;
+  wire::Packet held_ack_;  // no payload
 };
 
 }  // namespace uroce::transport

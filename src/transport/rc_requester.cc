@@ -58,14 +58,14 @@ void RcRequester::post(SqWqe w, uint64_t now) {
   pump(now);
 }
 
-void RcRequester::send_packet(Entry& e, uint32_t i) {
+void RcRequester::send_packet(Entry& e, uint32_t i, bool ask_ack) {
   const SqWqe& w = e.w;
   const PacketSpan s = packet_of(w.kind, w.len, cfg_.pmtu, i);
   Packet p;
   p.bth.opcode = opcode(cfg_.unreliable ? Service::kUc : Service::kRc, s.op);
   p.bth.dest_qp = cfg_.dest_qp;
   p.bth.psn = psn_add(e.first_psn, i);
-  p.bth.ack_req = !cfg_.unreliable && (s.last || ++since_ack_req_ >= cfg_.ack_every);
+  p.bth.ack_req = !cfg_.unreliable && (s.last || ask_ack || ++since_ack_req_ >= cfg_.ack_every);
   if (p.bth.ack_req) since_ack_req_ = 0;
   p.bth.solicited = s.last && w.solicited;
   p.va = w.remote_va;
@@ -126,7 +126,10 @@ void RcRequester::pump(uint64_t now) {
         uint32_t i = e.sent;
         for (; i < total; ++i) {
           if (!cfg_.unreliable && psn_diff(psn_add(e.first_psn, i), window_base()) >= int32_t(cwnd_)) break;
-          send_packet(e, i);
+          // The packet that fills the window asks for an ACK: only ACKs reopen it.
+          send_packet(
+              e, i,
+              !cfg_.unreliable && psn_diff(psn_add(e.first_psn, i + 1), window_base()) >= int32_t(cwnd_));
           sent = true;
         }
         e.sent = i;

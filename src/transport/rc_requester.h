@@ -106,7 +106,7 @@ class RcRequester {
   };
 
   void pump(uint64_t now);
-  void send_packet(Entry& e, uint32_t i);
+  void send_packet(Entry& e, uint32_t i, bool ask_ack = false);
   void send_read(Entry& e, uint32_t from_psn_index);
   void ack_through(uint32_t psn, uint64_t now);
   /// The oldest PSN not known to be acknowledged.

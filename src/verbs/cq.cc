@@ -94,6 +94,8 @@ int op_poll_cq(ibv_cq* cq, int n, ibv_wc* wc) {
 
 int op_req_notify_cq(ibv_cq* cq, int solicited_only) {
   ucq(cq)->core->arm(solicited_only != 0);
+  // About to block for an event: the network engine must take the packets in.
+  if (transport::NetEngine::active()) transport::NetEngine::get().app_sleeps();
   return 0;
 }
 

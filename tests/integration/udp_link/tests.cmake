@@ -9,3 +9,4 @@ set_property(TEST udp_link_test APPEND PROPERTY ENVIRONMENT
   "UROCE_TEST_UDP_PORT=${UROCE_UDP_TEST_PORT};UROCE_SHARED_WIRE=${PROJECT_SOURCE_DIR}/../shared/wire")
 # The live capture on lo uses libpcap directly (the library only dlopens it).
 target_link_libraries(udp_link_test PRIVATE PkgConfig::PCAP)
+set_tests_properties(udp_link_test PROPERTIES RESOURCE_LOCK uroce_udp_loopback)
