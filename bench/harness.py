@@ -502,6 +502,36 @@ def group_uroce(b):
             b.fail(tool, "uroce RC", "bw", 0, "GB/s", f"sweep rc={rc}", sweep=1)
 
 
+def group_uroce_udp(b):
+    """uroce's network link: the same perftest tools with UROCE_LINK=udp, so every packet is
+    RoCE v2 over UDP on 127.0.0.1 (one process per side, as between two hosts)."""
+    env = dict(b.uroce_env, UROCE_LINK="udp")
+    lat_n = b.it(20000)
+
+    def pair(tool, args, name):
+        port = b.next_port()
+        srv = [tool, "-d", "uroce_lo", "-x", "1", "-p", str(port)] + args
+        return b.run("uroce_udp", name, srv + ["127.0.0.1"], server=srv, env=env, port=port, srv_grace=10)
+
+    for tool in ("ib_send_lat", "ib_write_lat", "ib_read_lat"):
+        for s in LAT_POINTS:
+            rc, text = pair(tool, ["-s", str(s), "-n", str(lat_n)], f"udp-{tool}-{s}")
+            rows = [r for r in parse_perftest_lat(text) if r[0] == s]
+            if rc == 0 and rows:
+                b.record(tool, "uroce UDP", "lat", s, rows[0][1], "us", rows[0][2])
+            else:
+                b.fail(tool, "uroce UDP", "lat", s, "us", f"rc={rc}")
+    for tool in ("ib_write_bw", "ib_read_bw", "ib_send_bw"):
+        for s in BW_POINTS:
+            rc, text = pair(tool, ["-s", str(s), "-D", "1"], f"udp-{tool}-{s}")
+            rows = [r for r in parse_perftest_bw(text) if r[0] == s]
+            if rc == 0 and rows:
+                b.record(tool, "uroce UDP", "bw", s, f"{rows[0][1]:.4f}", "GB/s")
+                b.record(tool, "uroce UDP", "rate", s, f"{rows[0][2]:.4f}", "Mmsg/s")
+            else:
+                b.fail(tool, "uroce UDP", "bw", s, "GB/s", f"rc={rc}")
+
+
 def ucx_iters(kind, size, fast, quick, floor_us=0.0):
     """Iterations for ~0.2-0.3 s: per-message time guessed from the transport (shm or tcp);
     floor_us: per-operation cost (cma: one process_vm_* syscall per operation)."""
@@ -643,8 +673,8 @@ def group_udp(b):
             b.fail("udp_pingpong", "udp busy-poll", "lat", s, "us", f"rc={rc}", sweep=sw)
 
 
-GROUPS = {"limits": group_limits, "uroce": group_uroce, "ucx": group_ucx, "fabric": group_fabric,
-          "qperf": group_qperf, "udp": group_udp}
+GROUPS = {"limits": group_limits, "uroce": group_uroce, "uroce_udp": group_uroce_udp, "ucx": group_ucx,
+          "fabric": group_fabric, "qperf": group_qperf, "udp": group_udp}
 
 
 def main():
@@ -683,7 +713,7 @@ def main():
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
     try:
-        if "uroce" in groups:
+        if "uroce" in groups or "uroce_udp" in groups:
             b.start_daemon()
         for rep in range(1, a.reps + 1):
             b.rep = rep

@@ -204,6 +204,34 @@ def table_rows(d):
     peers = {"UCX shm": d.stat("tag_bw", "ucp posix,cma", "rate", 2),
              "UCX tcp": d.stat("tag_bw", "ucp tcp", "rate", 2)}
     out.append(("rate", "ib_send_bw 2 B, post list", "Mmsg/s", "higher", u, peers, (None, "")))
+    out += network_rows(d)
+    return out
+
+
+def network_rows(d):
+    """The network link (UROCE_LINK=udp: RoCE v2 over UDP on 127.0.0.1) beside the socket-based
+    peers; the limit column is the raw UDP ping-pong (latency) or qperf TCP (bandwidth)."""
+    out = []
+    if d.stat("ib_send_lat", "uroce UDP", "lat", 2).n == 0:
+        return out
+    for tool in ("ib_send_lat", "ib_write_lat", "ib_read_lat"):
+        for s in (2, 64, 4096):
+            u = d.stat(tool, "uroce UDP", "lat", s)
+            peers = {"UCX tcp": d.stat("tag_lat", "ucp tcp", "lat", s),
+                     "libfabric tcp": d.stat("fi_pingpong", "libfabric tcp", "lat", s),
+                     "qperf tcp": d.stat("tcp_lat", "qperf tcp", "lat", s),
+                     "UDP": d.stat("udp_pingpong", "udp busy-poll", "lat", s)}
+            lim = (d.med("udp_pingpong", "udp busy-poll", "lat", s), "UDP ½RTT")
+            out.append(("lat", f"{tool} {size_label(s)} (UDP link)", "µs", "lower", u, peers, lim))
+    for tool in ("ib_write_bw", "ib_read_bw", "ib_send_bw"):
+        for s in (4096, 65536, 1 << 20):
+            u = d.stat(tool, "uroce UDP", "bw", s)
+            peers = {"UCX tcp": d.stat("ucp_put_bw" if tool != "ib_send_bw" else "tag_bw", "ucp tcp", "bw", s)}
+            qt = d.stat("tcp_bw", "qperf tcp", "bw", s)
+            if qt.n:
+                peers["qperf tcp"] = qt
+            out.append(("bw", f"{tool} {size_label(s)} (UDP link)", "GB/s", "higher", u, peers,
+                        (qt.med, "qperf tcp")))
     return out
 
 
@@ -287,6 +315,16 @@ def targets(d):
                         "UCT put_bw, cma zcopy (one process_vm_writev per put)", [c]))
     r = st("ib_send_bw", "uroce RC post list", "rate", 2)
     out.append(("ib_send_bw 2 B rate with post lists ≥ 10 M msg/s", r, 10.0, "ge", "fixed target", []))
+    if st("ib_send_lat", "uroce UDP", "lat", 2).n:
+        # Issue 4: the network link (UROCE_LINK=udp) beside raw UDP and TCP loopback.
+        u = st("ib_send_lat", "uroce UDP", "lat", 2)
+        udp = st("udp_pingpong", "udp busy-poll", "lat", 2)
+        out.append(("UDP link: ib_send_lat 2 B ≤ 1.3 × raw UDP half round trip", u, mul(1.3, udp), "le",
+                    f"udp_pingpong 2 B one-way {fmt(udp.med)} µs (busy-polling sockets)", [udp]))
+        w = st("ib_write_bw", "uroce UDP", "bw", 65536)
+        tcp = st("tcp_bw", "qperf tcp", "bw", 65536)
+        out.append(("UDP link: ib_write_bw 64 KiB ≥ 0.5 × TCP loopback bandwidth", w, mul(0.5, tcp), "ge",
+                    f"qperf tcp_bw 64 KiB {fmt(tcp.med)} GB/s", [tcp]))
     v, t = best("tag_bw", UCX_SHM, "rate", 2, max)
     out.append(("ib_send_bw 2 B rate with post lists ≥ UCX shm tag_bw rate", r, v.med, "ge",
                 f"tag_bw 2 B, {t} (the faster of posix/sysv)", [v]))
@@ -584,7 +622,7 @@ def write_results(d, args, tgt, table_md, plot_rel):
              " measurement when there is at least one, else all its runs and the cell is marked †"
              " (the \"Every measurement\" table has both).")
     L.append("")
-    L.append("## Issue-3 targets")
+    L.append("## Targets (issue 3: shared-memory link; issue 4: UDP link)")
     L.append("")
     L.append("Ratios from this one run (a benchmark, not a test). † on a verdict: uroce's value or the"
              " bound came from a measurement without any clean run (see Conditions), so the verdict is"

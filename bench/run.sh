@@ -20,7 +20,8 @@
 #   -r N          passes (default 3); the table shows medians with [min-max]
 #   -o DIR        output directory (default bench/out/<timestamp>): raw.tsv, logs/,
 #                 bin/, table.md, latency.png, bandwidth.png
-#   -g GROUPS     comma list of limits,uroce,ucx,fabric,qperf,udp (default: all)
+#   -g GROUPS     comma list of limits,uroce,uroce_udp,ucx,fabric,qperf,udp (default: all;
+#                 uroce_udp: the same perftest tools over the network link, UROCE_LINK=udp)
 #   --quick       1 pass, 1/10 of the iterations; implies --no-results
 #   --no-results  leave bench/RESULTS.md and bench/plots/ alone
 #   --no-sweeps   skip the size sweeps (plots then show only the table's sizes)

@@ -199,6 +199,11 @@ TEST_F(MessageFloodTest, MillionSendsThroughOneRcQpArriveOnceInOrderIntact) {
       failure = "stuck after " + std::to_string(received) + " messages";
     if (n == 0) sched_yield();
   }
+  if (!failure.empty()) {
+    // What the sender saw, if it has said anything yet (bounded wait).
+    SenderReport r;
+    if (ch.recv_pod(&r, 2000)) failure += std::string("; sender: ") + (r.ok ? "ok" : r.msg);
+  }
   ASSERT_EQ(failure, "");
   ASSERT_EQ(received, kMessages);
   const double run_ms =
