@@ -448,33 +448,40 @@ def group_limits(b):
             b.record(tool, "1 call", "bw", s, r["gbyte_s"], "GB/s", sweep=int(s not in BW_POINTS))
 
 
-def group_uroce(b):
-    env = b.uroce_env
-    lat_n = b.it(30000)
-
+def perftest_pair(b, group, env, prefix=""):
+    """Runs one perftest tool as server + client on uroce_lo (GID 1) under env."""
     def pair(tool, args, name):
         port = b.next_port()
         srv = [tool, "-d", "uroce_lo", "-x", "1", "-p", str(port)] + args
-        return b.run("uroce", name, srv + ["127.0.0.1"], server=srv, env=env, port=port, srv_grace=10)
+        return b.run(group, prefix + name, srv + ["127.0.0.1"], server=srv, env=env, port=port, srv_grace=10)
+    return pair
 
+
+def perftest_points(b, pair, transport, lat_n):
+    """The latency tools at LAT_POINTS and the bandwidth tools at BW_POINTS (1 s each)."""
     for tool in ("ib_send_lat", "ib_write_lat", "ib_read_lat"):
         for s in LAT_POINTS:
             rc, text = pair(tool, ["-s", str(s), "-n", str(lat_n)], f"{tool}-{s}")
             rows = [r for r in parse_perftest_lat(text) if r[0] == s]
             if rc == 0 and rows:
-                b.record(tool, "uroce RC", "lat", s, rows[0][1], "us", rows[0][2])
+                b.record(tool, transport, "lat", s, rows[0][1], "us", rows[0][2])
             else:
-                b.fail(tool, "uroce RC", "lat", s, "us", f"rc={rc}")
-    dur = "1"
+                b.fail(tool, transport, "lat", s, "us", f"rc={rc}")
     for tool in ("ib_write_bw", "ib_read_bw", "ib_send_bw"):
         for s in BW_POINTS:
-            rc, text = pair(tool, ["-s", str(s), "-D", dur], f"{tool}-{s}")
+            rc, text = pair(tool, ["-s", str(s), "-D", "1"], f"{tool}-{s}")
             rows = [r for r in parse_perftest_bw(text) if r[0] == s]
             if rc == 0 and rows:
-                b.record(tool, "uroce RC", "bw", s, f"{rows[0][1]:.4f}", "GB/s")
-                b.record(tool, "uroce RC", "rate", s, f"{rows[0][2]:.4f}", "Mmsg/s")
+                b.record(tool, transport, "bw", s, f"{rows[0][1]:.4f}", "GB/s")
+                b.record(tool, transport, "rate", s, f"{rows[0][2]:.4f}", "Mmsg/s")
             else:
-                b.fail(tool, "uroce RC", "bw", s, "GB/s", f"rc={rc}")
+                b.fail(tool, transport, "bw", s, "GB/s", f"rc={rc}")
+
+
+def group_uroce(b):
+    pair = perftest_pair(b, "uroce", b.uroce_env)
+    perftest_points(b, pair, "uroce RC", b.it(30000))
+    dur = "1"
     # Message rate: 2-byte SENDs posted in lists of 32 (one ibv_post_send per 32 WRs).
     tx = ["-l", str(b.a.post_list), "-t", str(max(128, 4 * b.a.post_list))]
     rc, text = pair("ib_send_bw", ["-s", str(RATE_SIZE)] + tx + ["-D", dur], "ib_send_bw-rate")
@@ -505,31 +512,8 @@ def group_uroce(b):
 def group_uroce_udp(b):
     """uroce's network link: the same perftest tools with UROCE_LINK=udp, so every packet is
     RoCE v2 over UDP on 127.0.0.1 (one process per side, as between two hosts)."""
-    env = dict(b.uroce_env, UROCE_LINK="udp")
-    lat_n = b.it(20000)
-
-    def pair(tool, args, name):
-        port = b.next_port()
-        srv = [tool, "-d", "uroce_lo", "-x", "1", "-p", str(port)] + args
-        return b.run("uroce_udp", name, srv + ["127.0.0.1"], server=srv, env=env, port=port, srv_grace=10)
-
-    for tool in ("ib_send_lat", "ib_write_lat", "ib_read_lat"):
-        for s in LAT_POINTS:
-            rc, text = pair(tool, ["-s", str(s), "-n", str(lat_n)], f"udp-{tool}-{s}")
-            rows = [r for r in parse_perftest_lat(text) if r[0] == s]
-            if rc == 0 and rows:
-                b.record(tool, "uroce UDP", "lat", s, rows[0][1], "us", rows[0][2])
-            else:
-                b.fail(tool, "uroce UDP", "lat", s, "us", f"rc={rc}")
-    for tool in ("ib_write_bw", "ib_read_bw", "ib_send_bw"):
-        for s in BW_POINTS:
-            rc, text = pair(tool, ["-s", str(s), "-D", "1"], f"udp-{tool}-{s}")
-            rows = [r for r in parse_perftest_bw(text) if r[0] == s]
-            if rc == 0 and rows:
-                b.record(tool, "uroce UDP", "bw", s, f"{rows[0][1]:.4f}", "GB/s")
-                b.record(tool, "uroce UDP", "rate", s, f"{rows[0][2]:.4f}", "Mmsg/s")
-            else:
-                b.fail(tool, "uroce UDP", "bw", s, "GB/s", f"rc={rc}")
+    pair = perftest_pair(b, "uroce_udp", dict(b.uroce_env, UROCE_LINK="udp"), prefix="udp-")
+    perftest_points(b, pair, "uroce UDP", b.it(20000))
 
 
 def ucx_iters(kind, size, fast, quick, floor_us=0.0):
