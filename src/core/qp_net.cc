@@ -271,8 +271,8 @@ Status Qp::net_post_ud(const SendWqe& w) {
     memcpy(buf + at, loc[i].iov_base, loc[i].iov_len);
     at += loc[i].iov_len;
   }
-  uint32_t dst;
-  v4_mapped(w.av->dgid, &dst);
+  uint32_t dst = 0;
+  v4_mapped(w.av->dgid, &dst);  // ud_over_network checked it is an IPv4-mapped GID
   // IBA 10.2.5: a Q_Key with the high bit set means "use the QP's own Q_Key".
   const uint32_t qkey = (w.remote_qkey & 0x80000000u) ? attr_.qkey : w.remote_qkey;
   net_->send_ud(dst, w.remote_qpn, qkey, w.opcode == WrOpcode::kSendWithImm, w.imm,

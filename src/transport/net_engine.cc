@@ -165,7 +165,20 @@ void NetEngine::kick(uint64_t deadline) {
   (void)w;
 }
 
-int NetEngine::round(const int* ready, int n, uint64_t) {
+namespace {
+/// The slots whose sockets are readable now (one epoll_wait, no waiting);
+/// caller holds run_mu.
+int readable_slots(EState& s, int* ready) {
+  epoll_event evs[kMaxEvents];
+  const int n = epoll_wait(s.ep, evs, kMaxEvents, 0);
+  int m = 0;
+  for (int i = 0; i < n; ++i)
+    if (evs[i].data.u32 != UINT32_MAX) ready[m++] = int(evs[i].data.u32);
+  return m;
+}
+}  // namespace
+
+int NetEngine::round(const int* ready, int n) {
   EState& s = es();
   int got = 0;
   auto dispatch = [&s](const wire::Packet& p, const link::UdpAddr& from, const link::UdpAddr& to) {
@@ -190,18 +203,14 @@ void NetEngine::catch_up_slow() {
   // Whoever else is handling packets finishes first (their packets came
   // earlier); then whatever is still queued.
   std::lock_guard<std::mutex> g(s.run_mu);
-  epoll_event evs[kMaxEvents];
-  const int n = epoll_wait(s.ep, evs, kMaxEvents, 0);
   int ready[kMaxEvents];
-  int m = 0;
-  for (int i = 0; i < n; ++i)
-    if (evs[i].data.u32 != UINT32_MAX) ready[m++] = int(evs[i].data.u32);
+  const int m = readable_slots(s, ready);
   // ACKs go out at once here: a program busy with completions posts
   // receives without ever polling an empty CQ, so nothing would send a
   // held one (the 10^6-message flood stalled on exactly that).
   for (NetQp* q : s.slots)
     if (q) q->flush_acks();
-  if (m) round(ready, m, now_ns());
+  if (m) round(ready, m);
 }
 
 void NetEngine::app_sleeps() {
@@ -227,7 +236,7 @@ bool NetEngine::poll_now() {
     }
   NetQp::defer_acks(true);
   const uint64_t now = now_ns();
-  const int got = round(ready, n, now);
+  const int got = round(ready, n);
   NetQp::defer_acks(false);
   // Due timers too: a spinning application may hold run_mu most of the time,
   // and the engine thread then waits for it (the mutex is not fair).
@@ -268,12 +277,8 @@ void NetEngine::loop() {
       // kAppCheckNs is taken in here.
       std::unique_lock<std::mutex> g(s.run_mu, std::try_to_lock);
       if (g.owns_lock()) {
-        const int r = epoll_wait(s.ep, evs, kMaxEvents, 0);
         int ready[kMaxEvents];
-        int m = 0;
-        for (int i = 0; i < r; ++i)
-          if (evs[i].data.u32 != UINT32_MAX) ready[m++] = int(evs[i].data.u32);
-        if (m) round(ready, m, now);
+        if (const int m = readable_slots(s, ready)) round(ready, m);
       }
       if (next > now + kAppCheckNs) next = now + kAppCheckNs;
     }
@@ -300,7 +305,7 @@ void NetEngine::loop() {
       ready[m++] = int(evs[i].data.u32);
     }
     std::unique_lock<std::mutex> g(s.run_mu);
-    if (round(ready, m, now_ns()) == 0) continue;
+    if (round(ready, m) == 0) continue;
     // Traffic: keep reading without sleeping while packets keep coming (a
     // wake-up per packet costs more than the packet), at most kSpinIdleNs
     // past the last one, and not while the application polls itself.
@@ -313,7 +318,7 @@ void NetEngine::loop() {
       int k = 0;
       for (size_t i = 0; i < s.slots.size() && k < kMaxEvents; ++i)
         if (s.slots[i]) all[k++] = int(i);
-      if (round(all, k, now_ns()) > 0) last = now_ns();
+      if (round(all, k) > 0) last = now_ns();
     }
   }
 }

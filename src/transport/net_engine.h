@@ -49,7 +49,7 @@ class NetEngine {
   void loop();
   void catch_up_slow();
   /// One round: drain readable sockets, run due timers; caller holds run_mu.
-  int round(const int* ready_slots, int n, uint64_t now);
+  int round(const int* ready_slots, int n);
 };
 
 }  // namespace uroce::transport

@@ -203,10 +203,9 @@ void NetQp::post(SqWqe w) {
     // The request first: it is what the peer waits for (a ping-pong's
     // reply); the held ACK (responder's, other direction) right after.
     const bool held = ack_held_;
-    ack_held_ = false;
-    wire::Packet ack = held_ack_;
+    ack_held_ = false;  // the requester's packets must not send it first
     req_->post(std::move(w), now_ns());
-    if (held) (void)tx_->send(ack, peer_);
+    if (held) (void)tx_->send(held_ack_, peer_);
   }
 }
 
@@ -298,6 +297,10 @@ void NetQp::defer_acks(bool on) { t_defer_acks = on; }
 
 void NetQp::flush_acks() {
   std::lock_guard<std::mutex> g(mu_);
+  send_held_ack();
+}
+
+void NetQp::send_held_ack() {
   if (!ack_held_) return;
   ack_held_ = false;
   (void)tx_->send(held_ack_, peer_);
@@ -311,10 +314,7 @@ void NetQp::send(wire::Packet& p) {
     ack_held_ = true;
     return;
   }
-  if (ack_held_) {  // keep the order of what the responder says
-    ack_held_ = false;
-    (void)tx_->send(held_ack_, peer_);
-  }
+  send_held_ack();            // keep the order of what the responder says
   (void)tx_->send(p, peer_);  // a failure is a lost packet: counted, and RC retransmits
 }
 

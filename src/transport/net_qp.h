@@ -104,6 +104,8 @@ class NetQp {
   class Env;
   NetQp() = default;
   void send(wire::Packet& p);
+  /// Sends the ACK held back by defer_acks, if any (caller holds mu_).
+  void send_held_ack();
   /// A requester or responder error: the QP goes to ERR (receives flushed;
   /// `async` also raises the event at the owner).
   void to_error(bool async, core::AsyncEvent ev);
