@@ -1,9 +1,11 @@
 #include "link/udp_link.h"
 
 #include <arpa/inet.h>
+#include <netinet/udp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -16,8 +18,16 @@ namespace uroce::link {
 namespace {
 
 constexpr size_t kMaxDatagram = 65536;
-constexpr int kBatch = 16;
+constexpr size_t kMaxUdpPayload = 65535 - 20 - 8;  // one IPv4 datagram, or one GSO send
+constexpr int kBatch = UdpEndpoint::kBatch;
 constexpr int kSocketBuffer = 8 << 20;
+// sendmmsg entries per call; a longer queue is sent in several calls.
+constexpr int kSendBatch = 64;
+// A queue this long is sent before uncork(): bounded memory for a long burst.
+constexpr size_t kQueueBytes = 1 << 20;
+#ifndef SOL_UDP
+constexpr int SOL_UDP = IPPROTO_UDP;
+#endif
 
 /// A destination as the fault injector's tag (it may hold a packet back).
 uint64_t pack(const UdpAddr& a) { return uint64_t(a.ip) << 16 | a.port; }
@@ -29,12 +39,14 @@ uint64_t wall_ns() {
 }
 
 /// The IPv4 and UDP headers Linux writes for this datagram (see the header comment).
-void headers_for(const UdpAddr& src, const UdpAddr& dst, size_t len, uint8_t ip[20], uint8_t udp[8]) {
+void headers_for(const UdpAddr& src, const UdpAddr& dst, size_t len, uint8_t ip[20], uint8_t udp[8],
+                 uint16_t id = 0) {
   wire::Ipv4UdpFields f;
   f.src = src.ip;
   f.dst = dst.ip;
   f.sport = src.port;
   f.dport = dst.port;
+  f.id = id;
   wire::build_ipv4_udp(f, len, nullptr, ip, udp);
 }
 
@@ -54,6 +66,9 @@ Result<std::unique_ptr<UdpEndpoint>> UdpEndpoint::open(const Options& o) {
     return Status(errno);
   if (o.reuse_addr && setsockopt(e->fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0)
     return Status(errno);
+  // A GSO send (ours or another sender's) may then arrive as one datagram
+  // with its segment size. Kernels before 5.0 lack it: one read per packet.
+  (void)setsockopt(e->fd_, SOL_UDP, UDP_GRO, &one, sizeof(one));
   // Bursts (a window of packets, READ responses) must not overflow the
   // socket: RC would recover, but every overflow costs a timeout. The
   // *FORCE variants exceed net.core.[rw]mem_max when privileged.
@@ -125,6 +140,17 @@ void UdpEndpoint::transmit(std::span<const uint8_t> d, const UdpAddr& to) {
 Status UdpEndpoint::send(wire::Packet& p, const UdpAddr& to) {
   const size_t n = wire::encoded_size(p);
   if (!n) return Status(EINVAL);
+  if (corked_ && !faults_) {
+    const size_t off = queue_.size();
+    queue_.resize(off + n + wire::kIcrcBytes);
+    if (wire::encode(p, queue_.data() + off, n + wire::kIcrcBytes) != n) {
+      queue_.resize(off);
+      return Status(EINVAL);
+    }
+    pending_.push_back(Queued{off, uint32_t(n + wire::kIcrcBytes), to});
+    if (queue_.size() >= kQueueBytes) send_queued();
+    return Status::ok();
+  }
   tx_.resize(n + wire::kIcrcBytes);
   if (wire::encode(p, tx_.data(), tx_.size()) != n) return Status(EINVAL);
   uint8_t hdr[28];
@@ -136,6 +162,108 @@ Status UdpEndpoint::send(wire::Packet& p, const UdpAddr& to) {
   else
     transmit(tx_, to);
   return Status::ok();
+}
+
+void UdpEndpoint::finish(const Queued& q, uint16_t id) {
+  uint8_t* d = queue_.data() + q.off;
+  const size_t n = q.len - wire::kIcrcBytes;
+  uint8_t hdr[28];
+  headers_for(local_, q.to, q.len, hdr, hdr + 20, id);
+  wire::put_icrc(d + n, wire::icrc({hdr, 20}, {hdr + 20, 8}, {d, n}));
+  if (capture_) capture_->write({hdr, 28}, {d, q.len}, wall_ns(), true);
+}
+
+void UdpEndpoint::send_queued() {
+  // Runs: consecutive packets to one destination, all of the first one's
+  // size except a shorter last (what GSO cuts a send into), within one
+  // datagram's size limit. They lie back to back in queue_: one iovec each.
+  struct Msg {
+    size_t first, count, bytes;
+  };
+  Msg runs[kSendBatch];
+  size_t i = 0;
+  while (i < pending_.size()) {
+    int m = 0;
+    for (; m < kSendBatch && i < pending_.size(); ++m) {
+      const Queued& a = pending_[i];
+      size_t j = i + 1, bytes = a.len;
+      if (gso_) {
+        while (j < pending_.size() && j - i < size_t(kMaxGsoSegments)) {
+          const Queued& b = pending_[j];
+          if (b.to.ip != a.to.ip || b.to.port != a.to.port || b.len > a.len || bytes + b.len > kMaxUdpPayload)
+            break;
+          bytes += b.len;
+          ++j;
+          if (b.len < a.len) break;  // a shorter packet ends the run
+        }
+      }
+      for (size_t k = i; k < j; ++k) finish(pending_[k], uint16_t(k - i));
+      runs[m] = Msg{i, j - i, bytes};
+      i = j;
+    }
+    mmsghdr msgs[kSendBatch];
+    iovec iov[kSendBatch];
+    sockaddr_in to[kSendBatch];
+    alignas(cmsghdr) char ctl[kSendBatch][CMSG_SPACE(sizeof(uint16_t))];
+    for (int k = 0; k < m; ++k) {
+      const Queued& a = pending_[runs[k].first];
+      iov[k] = iovec{queue_.data() + a.off, runs[k].bytes};
+      to[k] = sockaddr_in{};
+      to[k].sin_family = AF_INET;
+      to[k].sin_addr.s_addr = a.to.ip;
+      to[k].sin_port = htons(a.to.port);
+      msgs[k].msg_hdr = msghdr{&to[k], sizeof(to[k]), &iov[k], 1, nullptr, 0, 0};
+      msgs[k].msg_len = 0;
+      if (runs[k].count > 1) {
+        msgs[k].msg_hdr.msg_control = ctl[k];
+        msgs[k].msg_hdr.msg_controllen = sizeof(ctl[k]);
+        cmsghdr* c = CMSG_FIRSTHDR(&msgs[k].msg_hdr);
+        c->cmsg_level = SOL_UDP;
+        c->cmsg_type = UDP_SEGMENT;
+        c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+        const uint16_t seg = uint16_t(a.len);
+        memcpy(CMSG_DATA(c), &seg, sizeof(seg));
+      }
+    }
+    for (int k = 0, tries = 0; k < m;) {
+      const int sent = sendmmsg(fd_, msgs + k, unsigned(m - k), 0);
+      if (sent > 0) {
+        for (int x = k; x < k + sent; ++x) stats_.sent += runs[x].count;
+        k += sent;
+        tries = 0;
+        continue;
+      }
+      // As in transmit(): a full buffer is a loss to RC; retry a little first.
+      if (errno == EAGAIN || errno == ENOBUFS || errno == EINTR) {
+        if (++tries < 64) {
+          cpu_relax();
+          continue;
+        }
+      } else if (runs[k].count > 1 && gso_) {
+        // The kernel refused the GSO send (no UDP_SEGMENT before Linux 4.18,
+        // or a device path without it): from now on one datagram per packet,
+        // these packets again with identification 0.
+        gso_ = false;
+        for (size_t x = runs[k].first; x < runs[k].first + runs[k].count; ++x) {
+          const Queued& q = pending_[x];
+          const uint8_t* d = queue_.data() + q.off;
+          uint8_t hdr[28];
+          headers_for(local_, q.to, q.len, hdr, hdr + 20);
+          wire::put_icrc(queue_.data() + q.off + q.len - wire::kIcrcBytes,
+                         wire::icrc({hdr, 20}, {hdr + 20, 8}, {d, q.len - wire::kIcrcBytes}));
+          transmit({d, q.len}, q.to);
+        }
+        ++k;
+        tries = 0;
+        continue;
+      }
+      stats_.send_errors += runs[k].count;
+      ++k;
+      tries = 0;
+    }
+  }
+  pending_.clear();
+  queue_.clear();
 }
 
 void UdpEndpoint::flush() {
@@ -152,7 +280,7 @@ int UdpEndpoint::poll(const OnPacket& on_packet, int max) {
   mmsghdr msgs[kBatch];
   iovec iov[kBatch];
   sockaddr_in from[kBatch];
-  alignas(cmsghdr) char ctl[kBatch][CMSG_SPACE(sizeof(in_pktinfo))];
+  alignas(cmsghdr) char ctl[kBatch][CMSG_SPACE(sizeof(in_pktinfo)) + CMSG_SPACE(sizeof(int))];
   const int want = max < kBatch ? max : kBatch;
   if (rx_.empty()) rx_.resize(size_t(kBatch) * kMaxDatagram);  // sending-only endpoints never need it
   for (int i = 0; i < want; ++i) {
@@ -168,26 +296,53 @@ int UdpEndpoint::poll(const OnPacket& on_packet, int max) {
     return 0;
   }
   for (int i = 0; i < got; ++i) {
-    ++stats_.received;
-    const uint8_t* d = static_cast<const uint8_t*>(iov[i].iov_base);
-    const size_t len = msgs[i].msg_len;
     UdpAddr src{from[i].sin_addr.s_addr, ntohs(from[i].sin_port)};
     UdpAddr dst = local_;
-    for (cmsghdr* c = CMSG_FIRSTHDR(&msgs[i].msg_hdr); c; c = CMSG_NXTHDR(&msgs[i].msg_hdr, c))
-      if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_PKTINFO)
+    size_t seg = 0;
+    for (cmsghdr* c = CMSG_FIRSTHDR(&msgs[i].msg_hdr); c; c = CMSG_NXTHDR(&msgs[i].msg_hdr, c)) {
+      if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_PKTINFO) {
         dst.ip = reinterpret_cast<const in_pktinfo*>(CMSG_DATA(c))->ipi_addr.s_addr;
+      } else if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO) {
+        int v;
+        memcpy(&v, CMSG_DATA(c), sizeof(v));
+        seg = v > 0 ? size_t(v) : 0;
+      }
+    }
+    deliver(static_cast<const uint8_t*>(iov[i].iov_base), msgs[i].msg_len, seg, src, dst, on_packet);
+  }
+  return got;
+}
+
+void UdpEndpoint::deliver(const uint8_t* d, size_t len, size_t seg, const UdpAddr& src, const UdpAddr& dst,
+                          const OnPacket& on_packet) {
+  if (!seg || seg > len) seg = len;
+  for (size_t at = 0; at < len; at += seg) {
+    // The k-th packet of a GRO run (or of a GSO send cut up on the way)
+    // carried identification k; a lone packet carries 0 (see the header comment).
+    const uint8_t* p = d + at;
+    const size_t n = std::min(seg, len - at);
+    ++stats_.received;
+    if (n < wire::kBthBytes + wire::kIcrcBytes) {
+      ++stats_.bad_icrc;
+      continue;
+    }
     uint8_t hdr[28];
-    headers_for(src, dst, len, hdr, hdr + 20);
-    if (len < wire::kBthBytes + wire::kIcrcBytes ||
-        wire::icrc({hdr, 20}, {hdr + 20, 8}, {d, len - wire::kIcrcBytes}) != wire::get_icrc(d + len - 4)) {
+    headers_for(src, dst, n, hdr, hdr + 20);
+    const size_t ib = n - wire::kIcrcBytes;
+    const int id = wire::icrc_ipv4_id(wire::icrc({hdr, 20}, {hdr + 20, 8}, {p, ib}), wire::get_icrc(p + ib),
+                                      ib, kMaxGsoSegments);
+    if (id < 0) {
       ++stats_.bad_icrc;  // IBA C17-? : a packet with a bad ICRC is dropped silently
       continue;
     }
     // Captured once it is known to be a RoCE packet (what failed the ICRC is
     // only counted: the capture shows what the transport saw).
-    if (capture_) capture_->write({hdr, 28}, {d, len}, wall_ns(), false);
-    wire::Packet p;
-    const wire::DecodeError e = wire::decode({d, len}, &p);
+    if (capture_) {
+      if (id) headers_for(src, dst, n, hdr, hdr + 20, uint16_t(id));
+      capture_->write({hdr, 28}, {p, n}, wall_ns(), false);
+    }
+    wire::Packet pk;
+    const wire::DecodeError e = wire::decode({p, n}, &pk);
     if (e == wire::DecodeError::kCnp) {
       ++stats_.cnp;
       continue;
@@ -196,9 +351,8 @@ int UdpEndpoint::poll(const OnPacket& on_packet, int max) {
       ++stats_.malformed;
       continue;
     }
-    on_packet(p, src, dst);
+    on_packet(pk, src, dst);
   }
-  return got;
 }
 
 }  // namespace uroce::link

@@ -7,7 +7,12 @@
 // The ICRC covers the IPv4 header, which a datagram socket neither writes
 // nor sees, so both sides compute it over the header Linux writes for an
 // unconnected socket with IP_PMTUDISC_DO (identification 0, DF; see
-// docs/network-link.md). Addresses are in network order, ports host order.
+// docs/network-link.md). Packets sent while corked leave together: one
+// sendmmsg, and each run of equal-size packets to one destination as one UDP
+// GSO send, whose k-th datagram Linux gives identification k (its ICRC is
+// computed for k; the receiver finds k from the ICRC, wire/icrc.h). The
+// receiving socket asks for UDP GRO, so such a run usually arrives in one
+// read. Addresses are in network order, ports host order.
 #pragma once
 
 #include <netinet/in.h>
@@ -51,6 +56,11 @@ class UdpEndpoint {
   /// A packet that passed its checks; `to` is the address it was sent to.
   using OnPacket = std::function<void(const wire::Packet&, const UdpAddr& from, const UdpAddr& to)>;
 
+  /// Datagrams one poll() reads at most (each may hold a GRO run of packets).
+  static constexpr int kBatch = 16;
+  /// Packets in one GSO send at most (Linux allows 64 or more).
+  static constexpr int kMaxGsoSegments = 64;
+
   static Result<std::unique_ptr<UdpEndpoint>> open(const Options& o);
   /// Takes over an open, bound socket (another process's, passed with
   /// SCM_RIGHTS); receiving only.
@@ -59,10 +69,18 @@ class UdpEndpoint {
   UdpEndpoint(const UdpEndpoint&) = delete;
   UdpEndpoint& operator=(const UdpEndpoint&) = delete;
 
-  /// Encodes `p` (bth.pad is set) and sends it to `to` (its port is normally 4791).
+  /// Encodes `p` (bth.pad is set) and sends it to `to` (its port is normally
+  /// 4791), or queues it while corked.
   Status send(wire::Packet& p, const UdpAddr& to);
+  /// Between cork() and uncork() (they nest), send() queues; the last
+  /// uncork() sends the queue (see the header comment). Without effect while
+  /// the fault injector is on: it works on single datagrams.
+  void cork() { ++corked_; }
+  void uncork() {
+    if (--corked_ == 0 && !pending_.empty()) send_queued();
+  }
   /// Handles the datagrams already waiting (at most `max`); never blocks.
-  /// Returns how many datagrams were read.
+  /// Returns how many datagrams were read (a GRO run counts once).
   int poll(const OnPacket& on_packet, int max = 32);
   /// Sends a packet the fault injector still holds back (call when idle).
   void flush();
@@ -72,8 +90,21 @@ class UdpEndpoint {
 
  private:
   UdpEndpoint() = default;
+  struct Queued {
+    size_t off;  // in queue_
+    uint32_t len;
+    UdpAddr to;
+  };
   void transmit(std::span<const uint8_t> datagram, const UdpAddr& to);
   FaultInjector::Emit emit_to();
+  void send_queued();
+  /// Puts the ICRC into queued packet `q`, computed for identification `id`,
+  /// and captures it.
+  void finish(const Queued& q, uint16_t id);
+  /// Hands one received datagram (a GRO run of `seg` bytes per packet when
+  /// `seg` is set) to `on_packet`.
+  void deliver(const uint8_t* d, size_t len, size_t seg, const UdpAddr& src, const UdpAddr& dst,
+               const OnPacket& on_packet);
 
   int fd_ = -1;
   UdpAddr local_;
@@ -82,6 +113,10 @@ class UdpEndpoint {
   std::shared_ptr<wire::PcapWriter> capture_;
   std::vector<uint8_t> tx_;
   std::vector<uint8_t> rx_;
+  int corked_ = 0;
+  std::vector<uint8_t> queue_;  // queued packets back to back, ICRC space included
+  std::vector<Queued> pending_;
+  bool gso_ = true;  // off once the kernel refused a GSO send
 };
 
 }  // namespace uroce::link

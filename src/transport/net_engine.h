@@ -48,8 +48,9 @@ class NetEngine {
   NetEngine() = default;
   void loop();
   void catch_up_slow();
-  /// One round: drain readable sockets, run due timers; caller holds run_mu.
-  int round(const int* ready_slots, int n);
+  /// One round: reads the sockets of `ready_slots`; caller holds run_mu.
+  /// `drained` (optional): whether each was read until empty.
+  int round(const int* ready_slots, int n, bool* drained = nullptr);
 };
 
 }  // namespace uroce::transport

@@ -15,6 +15,26 @@ namespace uroce::transport {
 
 using namespace uroce::core;
 
+/// A call that may send or move the requester's deadline: holds the lock,
+/// lets what it sends leave together when it returns (a message's packets
+/// as one UDP GSO send, a reply and an ACK in one sendmmsg:
+/// UdpEndpoint::cork), and publishes the deadline for lock-free readers.
+class NetQp::Call {
+ public:
+  explicit Call(NetQp* q) : q_(q), g_(q->mu_) { q_->tx_->cork(); }
+  ~Call() {
+    q_->tx_->uncork();
+    q_->deadline_.store(q_->req_ && !q_->flushed_ ? q_->req_->next_deadline() : UINT64_MAX,
+                        std::memory_order_relaxed);
+  }
+  Call(const Call&) = delete;
+  Call& operator=(const Call&) = delete;
+
+ private:
+  NetQp* q_;
+  std::lock_guard<std::mutex> g_;
+};
+
 uint16_t udp_sport(uint32_t flow_label, uint32_t lqpn, uint32_t rqpn) {
   uint32_t fl = flow_label & 0xfffff;
   if (!fl) {
@@ -187,7 +207,7 @@ NetQp::~NetQp() {
 }
 
 void NetQp::start_requester(const RequesterConfig& c) {
-  std::lock_guard<std::mutex> g(mu_);
+  Call call(this);
   RequesterConfig rc = c;
   rc.pmtu = cfg_.pmtu;
   rc.unreliable = cfg_.type == QpType::kUc;
@@ -195,7 +215,7 @@ void NetQp::start_requester(const RequesterConfig& c) {
 }
 
 void NetQp::post(SqWqe w) {
-  std::lock_guard<std::mutex> g(mu_);
+  Call call(this);
   if (!req_ || flushed_) {
     w.signaled = true;
     done_(w, WcStatus::kWrFlushErr, 0);
@@ -226,7 +246,7 @@ void NetQp::send_ud(uint32_t dst_ip, uint32_t dest_qpn, uint32_t qkey, bool has_
 }
 
 void NetQp::on_packet(const wire::Packet& p, const link::UdpAddr& from, const link::UdpAddr& to) {
-  std::lock_guard<std::mutex> g(mu_);
+  Call call(this);
   if (flushed_) return;
   const QpState st = QpState(self_.qp->state.load(std::memory_order_acquire));
   const wire::OpInfo* info = wire::op_info(p.bth.opcode);
@@ -255,17 +275,12 @@ void NetQp::on_packet(const wire::Packet& p, const link::UdpAddr& from, const li
 }
 
 void NetQp::on_timer(uint64_t now) {
-  std::lock_guard<std::mutex> g(mu_);
+  Call call(this);
   if (req_ && !flushed_) req_->on_timer(now);
 }
 
-uint64_t NetQp::next_deadline() {
-  std::lock_guard<std::mutex> g(mu_);
-  return req_ && !flushed_ ? req_->next_deadline() : UINT64_MAX;
-}
-
 void NetQp::flush() {
-  std::lock_guard<std::mutex> g(mu_);
+  Call call(this);
   if (flushed_) return;
   flushed_ = true;
   if (req_) req_->flush();
@@ -295,9 +310,10 @@ thread_local bool t_defer_acks = false;
 
 void NetQp::defer_acks(bool on) { t_defer_acks = on; }
 
-void NetQp::flush_acks() {
+void NetQp::flush_acks(uint64_t held_before) {
+  if (!ack_held_.load(std::memory_order_relaxed)) return;  // the common case: no lock
   std::lock_guard<std::mutex> g(mu_);
-  send_held_ack();
+  if (ack_held_ && ack_held_since_ <= held_before) send_held_ack();
 }
 
 void NetQp::send_held_ack() {
@@ -311,6 +327,7 @@ void NetQp::send(wire::Packet& p) {
                          wire::ack_type(p.syndrome) == wire::AckType::kAck && p.payload.empty();
   if (plain_ack && t_defer_acks) {
     held_ack_ = p;  // ACKs are cumulative: the latest covers the ones before
+    if (!ack_held_) ack_held_since_ = now_ns();
     ack_held_ = true;
     return;
   }

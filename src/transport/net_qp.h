@@ -14,6 +14,7 @@
 // and sends each datagram to the address its AH names.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -73,14 +74,16 @@ class NetQp {
   /// One packet whose destination QP is this one, with the addresses it travelled between.
   void on_packet(const wire::Packet& p, const link::UdpAddr& from, const link::UdpAddr& to);
   void on_timer(uint64_t now_ns);
-  uint64_t next_deadline();
+  /// When on_timer is due next (UINT64_MAX: never); no lock.
+  uint64_t next_deadline() const { return deadline_.load(std::memory_order_relaxed); }
   /// ibv_modify_qp to ERR: outstanding WQEs complete with WR_FLUSH_ERR and
   /// nothing is answered any more.
   void flush();
   /// Sends what the fault injector holds back (the engine calls it when idle).
   void flush_link();
-  /// Sends an acknowledgement held back while the application polled (see defer_acks).
-  void flush_acks();
+  /// Sends an acknowledgement held back while the application polled (see
+  /// defer_acks), if it was held since `held_before` or earlier.
+  void flush_acks(uint64_t held_before = UINT64_MAX);
   /// While set on a thread, plain ACKs its packets cause wait (coalesced, one
   /// per QP) until flush_acks: an application that polls a CQ gets its
   /// completion without first paying for the ACK's system call; its next
@@ -102,6 +105,7 @@ class NetQp {
 
  private:
   class Env;
+  class Call;
   NetQp() = default;
   void send(wire::Packet& p);
   /// Sends the ACK held back by defer_acks, if any (caller holds mu_).
@@ -123,8 +127,10 @@ class NetQp {
   std::unique_ptr<UcResponder> uc_resp_;
   std::unique_ptr<UdResponder> ud_resp_;
   bool flushed_ = false;
-  uint32_t ud_psn_ = 0;  // UD: PSNs carry no meaning, but count up as on hardware
-  bool ack_held_ = false;
+  uint32_t ud_psn_ = 0;                // UD: PSNs carry no meaning, but count up as on hardware
+  std::atomic<bool> ack_held_{false};  // also read without the lock (flush_acks)
+  std::atomic<uint64_t> deadline_{UINT64_MAX};
+  uint64_t ack_held_since_ = 0;
   wire::Packet held_ack_;  // no payload
 };
 

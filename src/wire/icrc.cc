@@ -2,9 +2,8 @@
 
 #ifdef UROCE_HAVE_ISAL
 #include <isa-l/crc.h>
-#else
-#include <zlib.h>
 #endif
+#include <zlib.h>
 
 #include <cstring>
 
@@ -53,6 +52,44 @@ uint32_t icrc(std::span<const uint8_t> ip, std::span<const uint8_t> udp, std::sp
     crc = crc32_more(crc, ib.data(), ib.size());
   }
   return crc;
+}
+
+int icrc_ipv4_id(uint32_t crc0, uint32_t carried, size_t ib_len, int limit) {
+  if (crc0 == carried) return 0;
+  if (limit > 64) limit = 64;
+  // Two packets that differ only in the identification x: their CRCs differ
+  // by CRC(x, with zero start and no final inversion) advanced over the
+  // bytes after the field (zlib's crc32_combine operator), linear in x. One
+  // vector per bit of x, for the last length seen (a flow's packets are
+  // mostly one size).
+  constexpr size_t kAfterId = 14 + 8;  // the rest of the IPv4 header, the UDP header
+  struct Basis {
+    size_t len = SIZE_MAX;
+    uint32_t bit[6];
+  };
+  thread_local Basis b;
+  const size_t after = kAfterId + ib_len;
+  if (b.len != after) {
+    const uLong op = crc32_combine_gen(z_off_t(after));
+    const uint8_t zero[2] = {0, 0};
+    const uint32_t base = uint32_t(crc32(0, zero, 2));
+    for (int i = 0; i < 6; ++i) {
+      const uint8_t field[2] = {0, uint8_t(1u << i)};  // big-endian: low bits in the second byte
+      b.bit[i] = uint32_t(crc32_combine_op(crc32(0, field, 2) ^ base, 0, op));
+    }
+    b.len = after;
+  }
+  // Every x below the next power of two in Gray-code order: one XOR per step.
+  const uint32_t want = crc0 ^ carried;
+  int span = 1;
+  while (span < limit) span <<= 1;
+  uint32_t d = 0;
+  for (int k = 1; k < span; ++k) {
+    d ^= b.bit[__builtin_ctz(unsigned(k))];
+    const int x = k ^ (k >> 1);
+    if (d == want && x < limit) return x;
+  }
+  return -1;
 }
 
 }  // namespace uroce::wire

@@ -6,6 +6,7 @@
 // the ICRC. On the wire the value goes least-significant byte first.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
 
@@ -14,6 +15,20 @@ namespace uroce::wire {
 /// `ip`: the 20-byte IPv4 header (no options) or the 40-byte IPv6 header;
 /// `udp`: 8 bytes; `ib`: BTH up to, not including, the ICRC.
 uint32_t icrc(std::span<const uint8_t> ip, std::span<const uint8_t> udp, std::span<const uint8_t> ib);
+
+/// IPv4: which identification the sender's header carried. `crc0` is icrc()
+/// over the same packet with identification 0, `carried` the ICRC the packet
+/// carries, `ib_len` the ib span's size. Returns the identification in
+/// [0, limit) (limit <= 64) whose ICRC equals `carried`, or -1.
+///
+/// A datagram socket does not see the IP header, and Linux gives the
+/// datagrams one UDP GSO send is cut into the identifications 0, 1, 2, ...
+/// (an unconnected socket with IP_PMTUDISC_DO; docs/network-link.md). The
+/// CRC is linear, so the ICRC of identification x differs from crc0 by a
+/// value that depends only on x and on how many bytes follow the field: no
+/// second pass over the packet. Accepting 64 values instead of 1 leaves a
+/// corrupted packet a 64 / 2^32 chance of passing instead of 1 / 2^32.
+int icrc_ipv4_id(uint32_t crc0, uint32_t carried, size_t ib_len, int limit);
 
 /// Stores the ICRC as the wire carries it (little-endian) / reads it back.
 inline void put_icrc(uint8_t* p, uint32_t v) {
