@@ -141,14 +141,15 @@ Status UdpEndpoint::send(wire::Packet& p, const UdpAddr& to) {
   const size_t n = wire::encoded_size(p);
   if (!n) return Status(EINVAL);
   if (corked_ && !faults_) {
-    const size_t off = queue_.size();
-    queue_.resize(off + n + wire::kIcrcBytes);
-    if (wire::encode(p, queue_.data() + off, n + wire::kIcrcBytes) != n) {
-      queue_.resize(off);
-      return Status(EINVAL);
-    }
+    const size_t off = queue_len_;
+    // Grown (and zeroed) only when too small; packets are written over what
+    // the last burst left.
+    if (queue_.size() < off + n + wire::kIcrcBytes)
+      queue_.resize(std::max(2 * queue_.size(), off + n + 4096));
+    if (wire::encode(p, queue_.data() + off, n + wire::kIcrcBytes) != n) return Status(EINVAL);
+    queue_len_ = off + n + wire::kIcrcBytes;
     pending_.push_back(Queued{off, uint32_t(n + wire::kIcrcBytes), to});
-    if (queue_.size() >= kQueueBytes) send_queued();
+    if (queue_len_ >= kQueueBytes) send_queued();
     return Status::ok();
   }
   tx_.resize(n + wire::kIcrcBytes);
@@ -263,7 +264,7 @@ void UdpEndpoint::send_queued() {
     }
   }
   pending_.clear();
-  queue_.clear();
+  queue_len_ = 0;
 }
 
 void UdpEndpoint::flush() {

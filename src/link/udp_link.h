@@ -115,6 +115,7 @@ class UdpEndpoint {
   std::vector<uint8_t> rx_;
   int corked_ = 0;
   std::vector<uint8_t> queue_;  // queued packets back to back, ICRC space included
+  size_t queue_len_ = 0;        // bytes of queue_ in use
   std::vector<Queued> pending_;
   bool gso_ = true;  // off once the kernel refused a GSO send
 };

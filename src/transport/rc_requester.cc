@@ -36,6 +36,18 @@ void gather(const std::vector<iovec>& v, uint64_t off, uint32_t n, uint8_t* out)
   }
 }
 
+/// Where message bytes [off, off+n) are, if one gather entry holds them all.
+const uint8_t* contiguous(const std::vector<iovec>& v, uint64_t off, uint32_t n) {
+  for (const iovec& e : v) {
+    if (off >= e.iov_len) {
+      off -= e.iov_len;
+      continue;
+    }
+    return e.iov_len - off >= n ? static_cast<const uint8_t*>(e.iov_base) + off : nullptr;
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 void RcRequester::post(SqWqe w, uint64_t now) {
@@ -79,9 +91,15 @@ void RcRequester::send_packet(Entry& e, uint32_t i, bool ask_ack) {
     p.bth.ack_req = true;
   }
   if (s.len) {
-    scratch_.resize(s.len);
-    gather(w.local, s.offset, s.len, scratch_.data());
-    p.payload = scratch_;
+    // Bytes within one gather entry (the usual case) go straight from there
+    // into the datagram (the link copies them while this call runs).
+    if (const uint8_t* at = contiguous(w.local, s.offset, s.len)) {
+      p.payload = std::span<const uint8_t>(at, s.len);
+    } else {
+      scratch_.resize(s.len);
+      gather(w.local, s.offset, s.len, scratch_.data());
+      p.payload = scratch_;
+    }
   }
   ++stats_.packets;
   env_->send(p);
