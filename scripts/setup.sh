@@ -15,7 +15,7 @@ packages=(
   # binaries the integration tests and the demo run
   libibverbs-dev ibverbs-utils perftest
   # test and library dependencies
-  libgtest-dev googletest zlib1g-dev libisal-dev libfmt-dev libpcap-dev
+  libgtest-dev googletest zlib1g-dev libisal-dev libfmt-dev libpcap-dev libcli11-dev
   # tools the scripts and tests use; network namespaces for the multi-host
   # tests: veth pairs (iproute2), packet loss (nftables: this kernel has no
   # netem), checksum offload off on veth (ethtool)

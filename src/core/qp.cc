@@ -245,11 +245,25 @@ Status Qp::modify(const QpModifyArgs& a, uint32_t mask) {
     wants_service_.store(true, std::memory_order_release);
     Service::get().add_deferred(this);
   }
-  if (next == QpState::kSqd && attr_.en_sqd_async_notify) {
+  if (net_ && next == QpState::kSqd && cur != QpState::kSqd) {
+    // The network requester finishes what had begun (ACKs may be on the
+    // way) and says when; new work waits.
+    std::function<void()> told;
+    if (attr_.en_sqd_async_notify) {
+      const uint64_t handle = shm_->user_handle;
+      const uint32_t async_id = ctx_->async_id();
+      told = [handle, async_id] {
+        NotifyMsg m{kNotifyAsync, uint32_t(AsyncEvent::kSqDrained), handle};
+        notify_post(getpid(), async_id, m);
+      };
+    }
+    net_->drain(true, std::move(told));
+  } else if (next == QpState::kSqd && attr_.en_sqd_async_notify) {
     // Work executes synchronously or waits deferred; with nothing in flight the SQ is drained.
     NotifyMsg m{kNotifyAsync, uint32_t(AsyncEvent::kSqDrained), shm_->user_handle};
     notify_post(getpid(), ctx_->async_id(), m);
   }
+  if (net_ && next == QpState::kRts && cur == QpState::kSqd) net_->drain(false);
   return Status::ok();
 }
 

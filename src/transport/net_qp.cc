@@ -131,6 +131,9 @@ class NetQp::Env final : public ResponderEnv, public RequesterEnv {
   void qp_error(AsyncEvent ev) override { q_->to_error(true, ev); }
   void complete(const SqWqe& w, WcStatus st, uint32_t byte_len) override { q_->done_(w, st, byte_len); }
   void qp_error() override { q_->to_error(false, AsyncEvent::kQpFatal); }
+  void sq_drained() override {
+    if (q_->drained_) q_->drained_();
+  }
 
  private:
   NetQp* q_;
@@ -212,6 +215,12 @@ void NetQp::start_requester(const RequesterConfig& c) {
   rc.pmtu = cfg_.pmtu;
   rc.unreliable = cfg_.type == QpType::kUc;
   req_ = std::make_unique<RcRequester>(rc, env_.get());
+}
+
+void NetQp::drain(bool on, std::function<void()> drained) {
+  Call call(this);
+  drained_ = std::move(drained);
+  if (req_ && !flushed_) req_->drain(on, now_ns());
 }
 
 void NetQp::post(SqWqe w) {

@@ -66,6 +66,9 @@ class NetQp {
 
   /// RTR -> RTS: the send side starts.
   void start_requester(const RequesterConfig& c);
+  /// RTS -> SQD (`on`) and back: WQEs not begun wait; `drained` runs once
+  /// every WQE that had begun is complete (under the NetQp's lock).
+  void drain(bool on, std::function<void()> drained = {});
   /// Queues a WQE (the caller checked its local keys).
   void post(SqWqe w);
   /// UD: one datagram to `dst_ip`, complete at once (UD has no ACKs).
@@ -127,6 +130,7 @@ class NetQp {
   std::unique_ptr<UcResponder> uc_resp_;
   std::unique_ptr<UdResponder> ud_resp_;
   bool flushed_ = false;
+  std::function<void()> drained_;      // see drain()
   uint32_t ud_psn_ = 0;                // UD: PSNs carry no meaning, but count up as on hardware
   std::atomic<bool> ack_held_{false};  // also read without the lock (flush_acks)
   std::atomic<uint64_t> deadline_{UINT64_MAX};

@@ -130,6 +130,7 @@ void RcRequester::pump(uint64_t now) {
     const bool rd = is_read(e.w.kind) || is_atomic(e.w.kind);
     if (e.sent < total) {
       if (!e.started) {
+        if (draining_) break;  // SQ Drain: nothing new begins
         // 9.7.4.1.4: a fenced WQE waits for earlier READs and atomics.
         if (e.w.fence && open_reads_before) break;
         if (rd && reads_out_ >= std::max<uint32_t>(cfg_.max_rd_atomic, 1)) break;
@@ -163,9 +164,27 @@ void RcRequester::pump(uint64_t now) {
       env_->complete(q_.front().w, WcStatus::kSuccess, q_.front().w.len);
       q_.pop_front();
     }
+    check_drained();
     return;
   }
   if (sent && cfg_.timeout_ns && !deadline_) deadline_ = now + cfg_.timeout_ns;
+  check_drained();
+}
+
+void RcRequester::drain(bool on, uint64_t now) {
+  draining_ = on;
+  drained_told_ = false;
+  if (on)
+    check_drained();
+  else
+    pump(now);
+}
+
+void RcRequester::check_drained() {
+  if (!draining_ || drained_told_ || failed_) return;
+  if (!q_.empty() && q_.front().started) return;
+  drained_told_ = true;
+  env_->sq_drained();
 }
 
 void RcRequester::place(Entry& e, uint64_t off, std::span<const uint8_t> b) {

@@ -46,6 +46,8 @@ class RequesterEnv {
   /// A WQE is done (`status` != success: the QP moved to ERR).
   virtual void complete(const SqWqe& w, core::WcStatus status, uint32_t byte_len) = 0;
   virtual void qp_error() = 0;
+  /// Draining (drain(true)): every WQE that had begun is complete.
+  virtual void sq_drained() {}
 };
 
 struct RequesterConfig {
@@ -86,6 +88,11 @@ class RcRequester {
   /// When on_timer wants to run next (UINT64_MAX: nothing pending).
   uint64_t next_deadline() const;
 
+  /// RTS -> SQD (on) and back (off): while draining, WQEs that have not
+  /// begun wait; those that had finish, and then RequesterEnv::sq_drained
+  /// is called once (IBA 10.3.1: SQ Drain).
+  void drain(bool on, uint64_t now_ns);
+
   /// The QP went to ERR from outside (ibv_modify_qp, a responder error):
   /// every WQE still held completes with WR_FLUSH_ERR; later posts too.
   void flush();
@@ -106,6 +113,8 @@ class RcRequester {
   };
 
   void pump(uint64_t now);
+  /// Calls sq_drained once when draining and nothing that had begun is left.
+  void check_drained();
   void send_packet(Entry& e, uint32_t i, bool ask_ack = false);
   void send_read(Entry& e, uint32_t from_psn_index);
   void ack_through(uint32_t psn, uint64_t now);
@@ -134,6 +143,7 @@ class RcRequester {
   uint32_t retries_ = 0, rnr_retries_ = 0;
   uint32_t since_ack_req_ = 0;
   bool failed_ = false;
+  bool draining_ = false, drained_told_ = false;
   std::vector<uint8_t> scratch_;
   RequesterStats stats_;
 };

@@ -53,6 +53,7 @@ libdir=$prefix/lib/uroce
 real=$(readlink -f "$libdir/libibverbs.so.1")
 [[ -f $real && $real == "$libdir"/libibverbs.so.1.* ]] || fail "libibverbs.so.1 -> $real"
 [[ -x $prefix/libexec/uroce/uroced ]] || fail "libexec/uroce/uroced missing"
+[[ -x $prefix/bin/uroce ]] || fail "bin/uroce missing"
 [[ -f $prefix/include/uroce/uroce.h ]] || fail "include/uroce/uroce.h missing"
 [[ -f $prefix/lib/pkgconfig/uroce.pc ]] || fail "lib/pkgconfig/uroce.pc missing"
 echo "ok: layout"

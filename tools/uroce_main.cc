@@ -1,0 +1,158 @@
+// uroce: the command-line tool beside the library.
+//
+//   uroce capture [-o FILE] [--sent-only] -- COMMAND [ARGS...]
+//
+// Runs COMMAND with the capture setting on (UROCE_CAPTURE, one file per
+// process it starts, docs/network-link.md), waits for it, and merges what
+// every process sent and received over the network link into FILE (libpcap
+// format, frames in time order) for Wireshark or tshark. With --sent-only
+// each packet appears once, as its sender wrote it (between two processes
+// of one host every packet is otherwise there twice: sent and received).
+// Exits with COMMAND's status.
+#include <dirent.h>
+#include <pcap/pcap.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+// The capture writer's made-up source MAC of frames a process sent
+// (src/wire/pcap_writer.cc: 02:00:00:00:00:01 sends, ...:02 receives).
+constexpr unsigned char kSentMac[6] = {0x02, 0, 0, 0, 0, 0x01};
+
+struct Part {
+  pcap_t* p = nullptr;
+  pcap_pkthdr* h = nullptr;
+  const u_char* d = nullptr;
+  bool next() { return pcap_next_ex(p, &h, &d) == 1; }
+};
+
+bool earlier(const pcap_pkthdr* a, const pcap_pkthdr* b) {
+  return a->ts.tv_sec != b->ts.tv_sec ? a->ts.tv_sec < b->ts.tv_sec : a->ts.tv_usec < b->ts.tv_usec;
+}
+
+/// Runs argv with UROCE_CAPTURE set; returns its exit status (128 + signal
+/// if it was killed), or -1 if it could not run.
+int run(const std::vector<std::string>& argv, const std::string& capture) {
+  // Ctrl-C reaches the command (same process group); this process stays to
+  // merge what was captured until then.
+  signal(SIGINT, SIG_IGN);
+  signal(SIGQUIT, SIG_IGN);
+  const pid_t pid = fork();
+  if (pid < 0) return -1;
+  if (pid == 0) {
+    signal(SIGINT, SIG_DFL);
+    signal(SIGQUIT, SIG_DFL);
+    setenv("UROCE_CAPTURE", capture.c_str(), 1);
+    std::vector<char*> args;
+    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execvp(args[0], args.data());
+    fprintf(stderr, "uroce capture: cannot run %s: %s\n", args[0], strerror(errno));
+    _exit(127);
+  }
+  int st = 0;
+  while (waitpid(pid, &st, 0) < 0)
+    if (errno != EINTR) return -1;
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/// Merges every part-*.pcap in `dir` into `out` by time; removes the parts.
+/// Returns the number of frames written, or -1.
+long merge(const std::string& dir, const std::string& out, bool sent_only, int* parts_seen) {
+  std::vector<Part> parts;
+  std::vector<std::string> files;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d))
+      if (strncmp(e->d_name, "part-", 5) == 0) files.push_back(dir + "/" + e->d_name);
+    closedir(d);
+  }
+  char err[PCAP_ERRBUF_SIZE];
+  for (const std::string& f : files) {
+    Part p;
+    p.p = pcap_open_offline(f.c_str(), err);
+    if (!p.p) {
+      fprintf(stderr, "uroce capture: %s: %s\n", f.c_str(), err);  // e.g. a process killed before its header
+      continue;
+    }
+    if (p.next())
+      parts.push_back(p);
+    else
+      pcap_close(p.p);
+  }
+  *parts_seen = int(files.size());
+  pcap_t* dead = pcap_open_dead(DLT_EN10MB, 65535);
+  pcap_dumper_t* dump = pcap_dump_open(dead, out.c_str());
+  if (!dump) {
+    fprintf(stderr, "uroce capture: %s: %s\n", out.c_str(), pcap_geterr(dead));
+    pcap_close(dead);
+    return -1;
+  }
+  long frames = 0;
+  while (!parts.empty()) {
+    size_t first = 0;
+    for (size_t i = 1; i < parts.size(); ++i)
+      if (earlier(parts[i].h, parts[first].h)) first = i;
+    Part& p = parts[first];
+    const bool sent = p.h->caplen >= 12 && memcmp(p.d + 6, kSentMac, 6) == 0;
+    if (!sent_only || sent) {
+      pcap_dump(reinterpret_cast<u_char*>(dump), p.h, p.d);
+      ++frames;
+    }
+    if (!p.next()) {
+      pcap_close(p.p);
+      parts.erase(parts.begin() + long(first));
+    }
+  }
+  pcap_dump_close(dump);
+  pcap_close(dead);
+  for (const std::string& f : files) unlink(f.c_str());
+  return frames;
+}
+
+int capture(const std::string& out, bool sent_only, const std::vector<std::string>& command) {
+  const char* tmp = getenv("TMPDIR");
+  std::string dir = std::string(tmp && *tmp ? tmp : "/tmp") + "/uroce-capture-XXXXXX";
+  if (!mkdtemp(dir.data())) {
+    fprintf(stderr, "uroce capture: cannot create a directory in %s: %s\n", tmp ? tmp : "/tmp",
+            strerror(errno));
+    return 1;
+  }
+  const int status = run(command, dir + "/part-%p.pcap");
+  int parts = 0;
+  const long frames = merge(dir, out, sent_only, &parts);
+  rmdir(dir.c_str());
+  if (frames >= 0)
+    fprintf(stderr, "uroce capture: %ld frames from %d processes -> %s\n", frames, parts, out.c_str());
+  if (status < 0) return 1;
+  return frames < 0 && status == 0 ? 1 : status;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"uroce: tools for the uroce software RDMA NIC"};
+  app.require_subcommand(1);
+  CLI::App* cap = app.add_subcommand(
+      "capture",
+      "Run a command with uroce's capture on and write every RoCE packet its processes sent and received "
+      "over the network link to one pcap file");
+  std::string out = "uroce.pcap";
+  bool sent_only = false;
+  std::vector<std::string> command;
+  cap->add_option("-o,--output", out, "pcap file to write")->capture_default_str();
+  cap->add_flag("--sent-only", sent_only, "each packet once, as its sender wrote it");
+  cap->add_option("command", command, "the command to run (after --)")->required();
+  CLI11_PARSE(app, argc, argv);
+  if (cap->parsed()) return capture(out, sent_only, command);
+  return 0;
+}
