@@ -235,8 +235,10 @@ Status Qp::net_post(const SendWqe& w) {
     q.imm = w.imm;
   q.compare_add = w.compare_add;
   q.swap = w.swap;
+  transport::NetEngine& e = transport::NetEngine::get();
+  e.app_posts();
   net_->post(std::move(q));
-  transport::NetEngine::get().kick(net_->next_deadline());
+  e.kick(net_->next_deadline());
   return Status::ok();
 }
 

@@ -25,6 +25,7 @@ namespace {
 constexpr uint64_t kIdleWakeNs = 100'000'000;  // re-check deadlines at least this often
 constexpr int kMaxEvents = 64;
 constexpr int kMaxRoundsPerSocket = 8;  // batches per readable socket per round
+constexpr int kMaxTouched = 16;         // QPs a batch's ACKs are tracked for (more: all)
 // After a packet, the engine thread keeps reading for this long before it
 // sleeps again (spin, then sleep: docs/network-link.md).
 constexpr uint64_t kSpinIdleNs = 50'000;
@@ -198,14 +199,38 @@ int readable_slots(EState& s, int* ready) {
 }
 }  // namespace
 
-int NetEngine::round(const int* ready, int n, bool* drained) {
+int NetEngine::round(const int* ready, int n, bool* drained, bool ack_per_batch) {
   EState& s = es();
   int got = 0;
   if (drained) *drained = true;
-  auto dispatch = [&s](const wire::Packet& p, const link::UdpAddr& from, const link::UdpAddr& to) {
+  // With ack_per_batch, the plain ACKs a batch of datagrams causes are held
+  // and sent when the batch is handled: one cumulative ACK per QP per batch
+  // instead of one (and one system call) per message.
+  NetQp* touched[kMaxTouched];
+  int nt = 0;
+  bool overflow = false;
+  auto dispatch = [&](const wire::Packet& p, const link::UdpAddr& from, const link::UdpAddr& to) {
     auto it = s.by_qpn.find(p.bth.dest_qp);
-    if (it != s.by_qpn.end()) it->second->on_packet(p, from, to);
+    if (it == s.by_qpn.end()) return;
+    NetQp* q = it->second;
+    q->on_packet(p, from, to);
+    if (!ack_per_batch || (nt && touched[nt - 1] == q)) return;
+    if (nt < kMaxTouched)
+      touched[nt++] = q;
+    else
+      overflow = true;
   };
+  auto send_acks = [&] {
+    if (overflow) {
+      for (NetQp* q : s.slots)
+        if (q) q->flush_acks();
+    } else {
+      for (int i = 0; i < nt; ++i) touched[i]->flush_acks();
+    }
+    nt = 0;
+    overflow = false;
+  };
+  if (ack_per_batch) NetQp::defer_acks(true);
   for (int i = 0; i < n; ++i) {
     if (ready[i] < 0 || size_t(ready[i]) >= s.slots.size()) continue;
     NetQp* q = s.slots[size_t(ready[i])];
@@ -213,6 +238,7 @@ int NetEngine::round(const int* ready, int n, bool* drained) {
     for (int r = 0;; ++r) {
       const int k = q->rx().poll(dispatch);
       got += k;
+      if (ack_per_batch) send_acks();
       if (k < link::UdpEndpoint::kBatch) break;
       if (r + 1 == kMaxRoundsPerSocket) {
         if (drained) *drained = false;
@@ -220,6 +246,7 @@ int NetEngine::round(const int* ready, int n, bool* drained) {
       }
     }
   }
+  if (ack_per_batch) NetQp::defer_acks(false);
   return got;
 }
 
@@ -250,6 +277,8 @@ void NetEngine::app_sleeps() {
   (void)w;
 }
 
+void NetEngine::app_posts() { es().app_poll_ns.store(now_ns(), std::memory_order_relaxed); }
+
 bool NetEngine::poll_now() {
   EState& s = es();
   if (s.n_active.load(std::memory_order_relaxed) == 0) return false;
@@ -278,9 +307,9 @@ bool NetEngine::poll_now() {
   }
   bool drained = n < kMaxEvents;
   if (n) {
-    NetQp::defer_acks(true);
+    NetQp::defer_acks(true);  // held until the application's next post or poll
     bool all = false;
-    const int got = round(ready, n, &all);
+    const int got = round(ready, n, &all, false);
     NetQp::defer_acks(false);
     drained = drained && all;
     if (drained) s.drained_ns.store(now, std::memory_order_relaxed);

@@ -41,6 +41,10 @@ class NetEngine {
   /// The application is about to block (ibv_req_notify_cq): the engine
   /// thread watches the sockets again at once.
   void app_sleeps();
+  /// The application posts work (ibv_post_send): like a poll, it keeps the
+  /// engine thread off the sockets for a while (it will poll for the
+  /// completions; a thread taking in ACKs meanwhile only competes with it).
+  void app_posts();
   /// Network QPs alive in this process (poll_now is a no-op when 0).
   static bool active();
 
@@ -50,7 +54,9 @@ class NetEngine {
   void catch_up_slow();
   /// One round: reads the sockets of `ready_slots`; caller holds run_mu.
   /// `drained` (optional): whether each was read until empty.
-  int round(const int* ready_slots, int n, bool* drained = nullptr);
+  /// `ack_per_batch`: ACKs go out once per batch of datagrams (else the
+  /// caller decides: see NetQp::defer_acks).
+  int round(const int* ready_slots, int n, bool* drained = nullptr, bool ack_per_batch = true);
 };
 
 }  // namespace uroce::transport
