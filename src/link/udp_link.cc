@@ -277,19 +277,32 @@ FaultInjector::Emit UdpEndpoint::emit_to() {
   };
 }
 
-int UdpEndpoint::poll(const OnPacket& on_packet, int max) {
+int UdpEndpoint::poll(const OnPacket& on_packet, int max, bool* more) {
   mmsghdr msgs[kBatch];
   iovec iov[kBatch];
   sockaddr_in from[kBatch];
   alignas(cmsghdr) char ctl[kBatch][CMSG_SPACE(sizeof(in_pktinfo)) + CMSG_SPACE(sizeof(int))];
-  const int want = max < kBatch ? max : kBatch;
+  // A quiet socket (the last read found at most one datagram) is read with
+  // one recvmsg: recvmmsg also tries a second entry, which costs a datagram
+  // ~0.3 us more on its way in here. After a datagram, the next read is a
+  // batch again.
+  const int want = quiet_ ? 1 : max < kBatch ? max : kBatch;
   if (rx_.empty()) rx_.resize(size_t(kBatch) * kMaxDatagram);  // sending-only endpoints never need it
   for (int i = 0; i < want; ++i) {
     iov[i] = iovec{rx_.data() + size_t(i) * kMaxDatagram, kMaxDatagram};
     msgs[i].msg_hdr = msghdr{&from[i], sizeof(from[i]), &iov[i], 1, ctl[i], sizeof(ctl[i]), 0};
     msgs[i].msg_len = 0;
   }
-  const int got = recvmmsg(fd_, msgs, unsigned(want), MSG_DONTWAIT, nullptr);
+  int got;
+  if (want == 1) {
+    const ssize_t n = recvmsg(fd_, &msgs[0].msg_hdr, MSG_DONTWAIT);
+    got = n >= 0 ? 1 : -1;
+    if (n >= 0) msgs[0].msg_len = unsigned(n);
+  } else {
+    got = recvmmsg(fd_, msgs, unsigned(want), MSG_DONTWAIT, nullptr);
+  }
+  quiet_ = want == 1 ? got <= 0 : got <= 1;
+  if (more) *more = got == want;
   if (got <= 0) {
     // A connected socket reports an ICMP error (ECONNREFUSED: nobody listened
     // at the peer yet) once, through the next receive: nothing to do for RC,

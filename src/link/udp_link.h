@@ -80,8 +80,9 @@ class UdpEndpoint {
     if (--corked_ == 0 && !pending_.empty()) send_queued();
   }
   /// Handles the datagrams already waiting (at most `max`); never blocks.
-  /// Returns how many datagrams were read (a GRO run counts once).
-  int poll(const OnPacket& on_packet, int max = 32);
+  /// Returns how many datagrams were read (a GRO run counts once); `more`:
+  /// whether the socket may still hold some (the read was full).
+  int poll(const OnPacket& on_packet, int max = kBatch, bool* more = nullptr);
   /// Sends a packet the fault injector still holds back (call when idle).
   void flush();
   int fd() const { return fd_; }
@@ -113,6 +114,7 @@ class UdpEndpoint {
   std::shared_ptr<wire::PcapWriter> capture_;
   std::vector<uint8_t> tx_;
   std::vector<uint8_t> rx_;
+  bool quiet_ = false;  // see poll()
   int corked_ = 0;
   std::vector<uint8_t> queue_;  // queued packets back to back, ICRC space included
   size_t queue_len_ = 0;        // bytes of queue_ in use

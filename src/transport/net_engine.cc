@@ -236,10 +236,16 @@ int NetEngine::round(const int* ready, int n, bool* drained, bool ack_per_batch)
     NetQp* q = s.slots[size_t(ready[i])];
     if (!q) continue;
     for (int r = 0;; ++r) {
-      const int k = q->rx().poll(dispatch);
+      bool more = false;
+      const int k = q->rx().poll(dispatch, link::UdpEndpoint::kBatch, &more);
       got += k;
       if (ack_per_batch) send_acks();
-      if (k < link::UdpEndpoint::kBatch) break;
+      // A single datagram read from a quiet socket: more may wait, but the
+      // next round reads them (the one in hand goes to its QP first).
+      if (k < link::UdpEndpoint::kBatch) {
+        if (more && drained) *drained = false;
+        break;
+      }
       if (r + 1 == kMaxRoundsPerSocket) {
         if (drained) *drained = false;
         break;
