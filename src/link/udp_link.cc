@@ -61,9 +61,10 @@ Result<std::unique_ptr<UdpEndpoint>> UdpEndpoint::open(const Options& o) {
   const int one = 1, pmtu = IP_PMTUDISC_DO, buf = kSocketBuffer;
   // Don't fragment (RoCE packets fit the path MTU by construction), which is
   // also what makes Linux send IP identification 0 on an unconnected socket.
-  if (setsockopt(e->fd_, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu)) != 0 ||
-      setsockopt(e->fd_, IPPROTO_IP, IP_PKTINFO, &one, sizeof(one)) != 0)
-    return Status(errno);
+  // No IP_PKTINFO: the socket is bound to one address (never the wildcard),
+  // so a datagram it receives was sent to that address; the control message
+  // cost every read.
+  if (setsockopt(e->fd_, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu)) != 0) return Status(errno);
   if (o.reuse_addr && setsockopt(e->fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0)
     return Status(errno);
   // A GSO send (ours or another sender's) may then arrive as one datagram

@@ -328,6 +328,7 @@ bool NetEngine::poll_now() {
 void NetEngine::loop() {
   EState& s = es();
   epoll_event evs[kMaxEvents];
+  const bool faults = settings().faults.any();
   for (;;) {
     uint64_t now = now_ns();
     const uint64_t app = s.app_poll_ns.load(std::memory_order_relaxed);
@@ -367,7 +368,7 @@ void NetEngine::loop() {
     const int n = epoll_pwait2(app_polls ? s.ep_timers : s.ep, evs, kMaxEvents, &ts, nullptr);
     if (n <= 0) {
       // Idle: release what the fault injectors hold back.
-      if (settings().faults.any()) {
+      if (faults) {
         std::lock_guard<std::mutex> fg(s.run_mu);
         for (NetQp* q : s.slots)
           if (q) q->flush_link();

@@ -23,34 +23,38 @@ inline uint32_t crc32_more(uint32_t crc, const uint8_t* p, size_t len) {
 }  // namespace
 
 uint32_t icrc(std::span<const uint8_t> ip, std::span<const uint8_t> udp, std::span<const uint8_t> ib) {
-  static const uint8_t kLrh[8] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
-  uint32_t crc = crc32_more(0, kLrh, sizeof(kLrh));
-  uint8_t h[40];
-  const size_t ip_len = ip.size() <= sizeof(h) ? ip.size() : sizeof(h);
-  memcpy(h, ip.data(), ip_len);
-  if (ip_len >= 20 && (h[0] >> 4) == 4) {
-    h[1] = 0xff;           // TOS (DSCP + ECN)
-    h[8] = 0xff;           // TTL
-    h[10] = h[11] = 0xff;  // header checksum
-  } else if (ip_len >= 40 && (h[0] >> 4) == 6) {
-    h[0] |= 0x0f;  // traffic class (low nibble of byte 0, high of byte 1)
-    h[1] = 0xff;   // ... and the flow label
-    h[2] = h[3] = 0xff;
-    h[7] = 0xff;  // hop limit
+  // The masked headers and the start of the packet go into one buffer, so a
+  // small packet is one CRC call and a large one two (each call has a fixed
+  // cost that dominates below a few hundred bytes).
+  constexpr size_t kInline = 192;
+  uint8_t h[8 + 40 + 8 + kInline];
+  memset(h, 0xff, 8);  // stands in for the LRH
+  size_t n = 8;
+  const size_t ip_len = ip.size() <= 40 ? ip.size() : 40;
+  uint8_t* iph = h + n;
+  memcpy(iph, ip.data(), ip_len);
+  if (ip_len >= 20 && (iph[0] >> 4) == 4) {
+    iph[1] = 0xff;             // TOS (DSCP + ECN)
+    iph[8] = 0xff;             // TTL
+    iph[10] = iph[11] = 0xff;  // header checksum
+  } else if (ip_len >= 40 && (iph[0] >> 4) == 6) {
+    iph[0] |= 0x0f;  // traffic class (low nibble of byte 0, high of byte 1)
+    iph[1] = 0xff;   // ... and the flow label
+    iph[2] = iph[3] = 0xff;
+    iph[7] = 0xff;  // hop limit
   }
-  crc = crc32_more(crc, h, ip_len);
-  uint8_t u[8] = {};
+  n += ip_len;
+  uint8_t* u = h + n;
+  memset(u, 0, 8);
   memcpy(u, udp.data(), udp.size() < 8 ? udp.size() : 8);
   u[6] = u[7] = 0xff;  // UDP checksum
-  crc = crc32_more(crc, u, 8);
-  if (ib.size() >= 5) {
-    crc = crc32_more(crc, ib.data(), 4);
-    const uint8_t resv8a = 0xff;
-    crc = crc32_more(crc, &resv8a, 1);
-    crc = crc32_more(crc, ib.data() + 5, ib.size() - 5);
-  } else {
-    crc = crc32_more(crc, ib.data(), ib.size());
-  }
+  n += 8;
+  const size_t head = ib.size() <= kInline ? ib.size() : 12;  // all of a small packet, else the BTH
+  memcpy(h + n, ib.data(), head);
+  if (head >= 5) h[n + 4] = 0xff;  // BTH resv8a
+  n += head;
+  uint32_t crc = crc32_more(0, h, n);
+  if (head < ib.size()) crc = crc32_more(crc, ib.data() + head, ib.size() - head);
   return crc;
 }
 
