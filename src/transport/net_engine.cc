@@ -5,6 +5,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -37,6 +38,7 @@ constexpr uint64_t kSpinIdleNs = 50'000;
 // ~46 us instead of the ~170 us it was while this thread only woke at the
 // end of kAppPollGraceNs.
 constexpr uint64_t kAppCheckNs = 20'000;
+constexpr uint64_t kAppCheckMaxNs = 200'000;
 // A held ACK a posted receive finds older than this is sent at once.
 constexpr uint64_t kAckHoldNs = 10'000;
 // A receive posted this soon after a poll that read every socket empty does
@@ -329,6 +331,10 @@ void NetEngine::loop() {
   EState& s = es();
   epoll_event evs[kMaxEvents];
   const bool faults = settings().faults.any();
+  // While the application polls: how long this thread sleeps between looks
+  // (doubles while every look finds the application polling, back to
+  // kAppCheckNs when it does not).
+  uint64_t check_ns = kAppCheckNs;
   for (;;) {
     uint64_t now = now_ns();
     const uint64_t app = s.app_poll_ns.load(std::memory_order_relaxed);
@@ -342,7 +348,9 @@ void NetEngine::loop() {
       // Timers first: what is due runs, the earliest of the rest sets the sleep.
       for (NetQp* q : s.slots) {
         if (!q) continue;
-        q->flush_acks();  // held back by an application's poll that has not come back
+        // Held back by an application's poll that has not come back (a young
+        // one waits for the application's reply, as in catch_up).
+        q->flush_acks(app_polls ? now - kAckHoldNs : UINT64_MAX);
         uint64_t d = q->next_deadline();
         if (d <= now) {
           q->on_timer(now);
@@ -355,13 +363,25 @@ void NetEngine::loop() {
       // polled for kAppActiveNs is taken in here.
       if (app_polls && now - app >= kAppActiveNs) {
         int ready[kMaxEvents];
-        if (const int m = readable_slots(s, ready)) round(ready, m);
+        if (const int m = readable_slots(s, ready)) {
+          // The ACKs wait, as in a poll: such a program usually answers what
+          // came in (a ping-pong), and the ACK then leaves with its request.
+          NetQp::defer_acks(true);
+          round(ready, m, nullptr, false);
+          NetQp::defer_acks(false);
+        }
       }
       g.unlock();
     }
     // Then this thread sleeps until the next deadline, a kick, or (while the
-    // application polls) kAppCheckNs.
-    if (app_polls && next > now + kAppCheckNs) next = now + kAppCheckNs;
+    // application polls) check_ns: each look at a program that polls its CQ
+    // nonstop only takes a core from it (two cores, two spinning programs).
+    if (app_polls) {
+      check_ns = now - app < kAppActiveNs ? std::min(2 * check_ns, kAppCheckMaxNs) : kAppCheckNs;
+      if (next > now + check_ns) next = now + check_ns;
+    } else {
+      check_ns = kAppCheckNs;
+    }
     s.planned_wake.store(next, std::memory_order_relaxed);
     const uint64_t wait = next > now ? next - now : 0;
     timespec ts{time_t(wait / 1000000000ull), long(wait % 1000000000ull)};
