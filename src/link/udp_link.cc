@@ -155,10 +155,7 @@ Status UdpEndpoint::send(wire::Packet& p, const UdpAddr& to) {
   }
   tx_.resize(n + wire::kIcrcBytes);
   if (wire::encode(p, tx_.data(), tx_.size()) != n) return Status(EINVAL);
-  uint8_t hdr[28];
-  headers_for(local_, to, tx_.size(), hdr, hdr + 20);
-  wire::put_icrc(tx_.data() + n, wire::icrc({hdr, 20}, {hdr + 20, 8}, {tx_.data(), n}));
-  if (capture_) capture_->write({hdr, 28}, tx_, wall_ns(), true);
+  seal(tx_.data(), tx_.size(), to, 0, true);
   if (faults_)
     faults_->process(tx_, emit_to(), pack(to));
   else
@@ -166,13 +163,12 @@ Status UdpEndpoint::send(wire::Packet& p, const UdpAddr& to) {
   return Status::ok();
 }
 
-void UdpEndpoint::finish(const Queued& q, uint16_t id) {
-  uint8_t* d = queue_.data() + q.off;
-  const size_t n = q.len - wire::kIcrcBytes;
+void UdpEndpoint::seal(uint8_t* d, size_t len, const UdpAddr& to, uint16_t id, bool capture) {
+  const size_t n = len - wire::kIcrcBytes;
   uint8_t hdr[28];
-  headers_for(local_, q.to, q.len, hdr, hdr + 20, id);
+  headers_for(local_, to, len, hdr, hdr + 20, id);
   wire::put_icrc(d + n, wire::icrc({hdr, 20}, {hdr + 20, 8}, {d, n}));
-  if (capture_) capture_->write({hdr, 28}, {d, q.len}, wall_ns(), true);
+  if (capture && capture_) capture_->write({hdr, 28}, {d, len}, wall_ns(), true);
 }
 
 void UdpEndpoint::send_queued() {
@@ -199,7 +195,8 @@ void UdpEndpoint::send_queued() {
           if (b.len < a.len) break;  // a shorter packet ends the run
         }
       }
-      for (size_t k = i; k < j; ++k) finish(pending_[k], uint16_t(k - i));
+      for (size_t k = i; k < j; ++k)
+        seal(queue_.data() + pending_[k].off, pending_[k].len, pending_[k].to, uint16_t(k - i), true);
       runs[m] = Msg{i, j - i, bytes};
       i = j;
     }
@@ -246,14 +243,12 @@ void UdpEndpoint::send_queued() {
         // or a device path without it): from now on one datagram per packet,
         // these packets again with identification 0.
         gso_ = false;
+        // (The capture already holds them, with the identifications they
+        // would have had.)
         for (size_t x = runs[k].first; x < runs[k].first + runs[k].count; ++x) {
           const Queued& q = pending_[x];
-          const uint8_t* d = queue_.data() + q.off;
-          uint8_t hdr[28];
-          headers_for(local_, q.to, q.len, hdr, hdr + 20);
-          wire::put_icrc(queue_.data() + q.off + q.len - wire::kIcrcBytes,
-                         wire::icrc({hdr, 20}, {hdr + 20, 8}, {d, q.len - wire::kIcrcBytes}));
-          transmit({d, q.len}, q.to);
+          seal(queue_.data() + q.off, q.len, q.to, 0, false);
+          transmit({queue_.data() + q.off, q.len}, q.to);
         }
         ++k;
         tries = 0;

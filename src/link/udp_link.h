@@ -99,9 +99,9 @@ class UdpEndpoint {
   void transmit(std::span<const uint8_t> datagram, const UdpAddr& to);
   FaultInjector::Emit emit_to();
   void send_queued();
-  /// Puts the ICRC into queued packet `q`, computed for identification `id`,
-  /// and captures it.
-  void finish(const Queued& q, uint16_t id);
+  /// Puts the ICRC into the encoded packet d[0, len) (ICRC space included),
+  /// computed for IP identification `id`, and captures it if `capture`.
+  void seal(uint8_t* d, size_t len, const UdpAddr& to, uint16_t id, bool capture);
   /// Hands one received datagram (a GRO run of `seg` bytes per packet when
   /// `seg` is set) to `on_packet`.
   void deliver(const uint8_t* d, size_t len, size_t seg, const UdpAddr& src, const UdpAddr& dst,
