@@ -38,15 +38,17 @@ uint64_t wall_ns() {
   return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
 }
 
-/// The IPv4 and UDP headers Linux writes for this datagram (see the header comment).
+/// The IPv4 and UDP headers Linux writes for this datagram (see the header
+/// comment); the IPv4 header checksum only `for_capture` (the ICRC masks it).
 void headers_for(const UdpAddr& src, const UdpAddr& dst, size_t len, uint8_t ip[20], uint8_t udp[8],
-                 uint16_t id = 0) {
+                 uint16_t id = 0, bool for_capture = false) {
   wire::Ipv4UdpFields f;
   f.src = src.ip;
   f.dst = dst.ip;
   f.sport = src.port;
   f.dport = dst.port;
   f.id = id;
+  f.header_checksum = for_capture;
   wire::build_ipv4_udp(f, len, nullptr, ip, udp);
 }
 
@@ -166,9 +168,10 @@ Status UdpEndpoint::send(wire::Packet& p, const UdpAddr& to) {
 void UdpEndpoint::seal(uint8_t* d, size_t len, const UdpAddr& to, uint16_t id, bool capture) {
   const size_t n = len - wire::kIcrcBytes;
   uint8_t hdr[28];
-  headers_for(local_, to, len, hdr, hdr + 20, id);
+  const bool captured = capture && capture_;
+  headers_for(local_, to, len, hdr, hdr + 20, id, captured);
   wire::put_icrc(d + n, wire::icrc({hdr, 20}, {hdr + 20, 8}, {d, n}));
-  if (capture && capture_) capture_->write({hdr, 28}, {d, len}, wall_ns(), true);
+  if (captured) capture_->write({hdr, 28}, {d, len}, wall_ns(), true);
 }
 
 void UdpEndpoint::send_queued() {
@@ -348,7 +351,7 @@ void UdpEndpoint::deliver(const uint8_t* d, size_t len, size_t seg, const UdpAdd
     // Captured once it is known to be a RoCE packet (what failed the ICRC is
     // only counted: the capture shows what the transport saw).
     if (capture_) {
-      if (id) headers_for(src, dst, n, hdr, hdr + 20, uint16_t(id));
+      headers_for(src, dst, n, hdr, hdr + 20, uint16_t(id), true);
       capture_->write({hdr, 28}, {p, n}, wall_ns(), false);
     }
     wire::Packet pk;

@@ -34,9 +34,11 @@ void build_ipv4_udp(const Ipv4UdpFields& f, size_t payload_len, const uint8_t* p
   ip[9] = 17;  // UDP
   memcpy(ip + 12, &f.src, 4);
   memcpy(ip + 16, &f.dst, 4);
-  const uint16_t ck = fold(sum16(ip, kIpv4HeaderBytes, 0));
-  ip[10] = uint8_t(ck >> 8);
-  ip[11] = uint8_t(ck);
+  if (f.header_checksum) {
+    const uint16_t ck = fold(sum16(ip, kIpv4HeaderBytes, 0));
+    ip[10] = uint8_t(ck >> 8);
+    ip[11] = uint8_t(ck);
+  }
 
   udp[0] = uint8_t(f.sport >> 8);
   udp[1] = uint8_t(f.sport);

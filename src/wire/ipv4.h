@@ -20,6 +20,9 @@ struct Ipv4UdpFields {
   uint8_t tos = 0;   // DSCP + ECN (outside the ICRC)
   uint8_t ttl = 64;  // (outside the ICRC)
   bool dont_fragment = true;
+  /// Fill in the IPv4 header checksum (the ICRC masks it: computing an ICRC
+  /// needs none; a capture does).
+  bool header_checksum = true;
 };
 
 /// Writes the 20-byte IPv4 header (header checksum filled in) and the 8-byte
