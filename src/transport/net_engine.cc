@@ -295,12 +295,7 @@ bool NetEngine::poll_now() {
   std::unique_lock<std::mutex> g(s.run_mu, std::try_to_lock);
   if (!g.owns_lock()) return false;
   for (NetQp* q : s.slots)
-    if (q) {
-      q->flush_acks();  // what the previous poll held back
-      // Due timers too: a spinning application may hold run_mu most of the
-      // time, and the engine thread then waits for it (the mutex is not fair).
-      if (q->next_deadline() <= now) q->on_timer(now);
-    }
+    if (q) q->flush_acks();  // what the previous poll held back
   // Which sockets to read: with a few, each (a receive call finds nothing
   // in ~0.3 us); with more, those one epoll_wait (~0.1 us) says are
   // readable. Asking epoll first costs a packet ~0.7 us more on its way in
@@ -314,17 +309,21 @@ bool NetEngine::poll_now() {
     n = readable_slots(s, ready);
   }
   bool drained = n < kMaxEvents;
+  int got = 0;
   if (n) {
     NetQp::defer_acks(true);  // held until the application's next post or poll
     bool all = false;
-    const int got = round(ready, n, &all, false);
+    got = round(ready, n, &all, false);
     NetQp::defer_acks(false);
     drained = drained && all;
-    if (drained) s.drained_ns.store(now, std::memory_order_relaxed);
-    return got > 0;
   }
   if (drained) s.drained_ns.store(now, std::memory_order_relaxed);
-  return false;
+  // Due timers too, after what arrived (an ACK waiting in a socket is no
+  // timeout): a spinning application may hold run_mu most of the time, and
+  // the engine thread then waits for it (the mutex is not fair).
+  for (NetQp* q : s.slots)
+    if (q && q->next_deadline() <= now) q->on_timer(now);
+  return got > 0;
 }
 
 void NetEngine::loop() {
@@ -345,7 +344,26 @@ void NetEngine::loop() {
     // costs the application a futex wake on its next unlock).
     std::unique_lock<std::mutex> g(s.run_mu, std::defer_lock);
     if (app_polls ? g.try_lock() : (g.lock(), true)) {
-      // Timers first: what is due runs, the earliest of the rest sets the sleep.
+      // A program may poll its CQ now and then and spin on memory in between
+      // (perftest's ib_write_lat): what waits in a socket while it has
+      // neither polled nor posted for kAppActiveNs is taken in here. So is
+      // everything when a timer is due: a program that posts and reaps
+      // completions without ever finding its CQ empty reads no socket, and
+      // an ACK waiting in one is no timeout.
+      bool due = false;
+      for (NetQp* q : s.slots)
+        if (q && q->next_deadline() <= now) due = true;
+      if (app_polls && (due || now - app >= kAppActiveNs)) {
+        int ready[kMaxEvents];
+        if (const int m = readable_slots(s, ready)) {
+          // The ACKs wait, as in a poll: such a program usually answers what
+          // came in (a ping-pong), and the ACK then leaves with its request.
+          NetQp::defer_acks(true);
+          round(ready, m, nullptr, false);
+          NetQp::defer_acks(false);
+        }
+      }
+      // Then timers: what is due runs, the earliest of the rest sets the sleep.
       for (NetQp* q : s.slots) {
         if (!q) continue;
         // Held back by an application's poll that has not come back (a young
@@ -357,19 +375,6 @@ void NetEngine::loop() {
           d = q->next_deadline();
         }
         if (d < next) next = d;
-      }
-      // A program may poll its CQ now and then and spin on memory in between
-      // (perftest's ib_write_lat): what waits in a socket while it has not
-      // polled for kAppActiveNs is taken in here.
-      if (app_polls && now - app >= kAppActiveNs) {
-        int ready[kMaxEvents];
-        if (const int m = readable_slots(s, ready)) {
-          // The ACKs wait, as in a poll: such a program usually answers what
-          // came in (a ping-pong), and the ACK then leaves with its request.
-          NetQp::defer_acks(true);
-          round(ready, m, nullptr, false);
-          NetQp::defer_acks(false);
-        }
       }
       g.unlock();
     }
