@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "common/fork_gate.h"
 #include "core/peer_pages.h"
 #include "core/qp.h"
 
@@ -30,6 +31,10 @@ namespace {
 struct State {
   std::mutex mu;      // guards the fields below
   std::mutex run_mu;  // held while progressing QPs (remove_qp waits on it)
+  // Held by the service thread whenever it is not asleep; fork() takes it
+  // (see common/fork_gate.h).
+  std::mutex fork_mu;
+  ForkGate fork_gate;
   std::vector<Qp*> deferred;
   std::atomic<size_t>& n_deferred = service_detail::n_deferred;
   int wake_fd = -1;
@@ -50,8 +55,11 @@ State& st() {
   static State* s = [] {
     auto* n = new State();  // lives for the process
     // The service thread does not survive fork(): the child starts its own on demand.
-    pthread_atfork(nullptr, nullptr, [] {
+    pthread_atfork([] { st().fork_gate.prepare(st().fork_mu); }, [] { st().fork_mu.unlock(); },
+                   [] {
       State& c = st();
+      new (&c.fork_mu) std::mutex();
+      c.fork_gate.child();
       new (&c.mu) std::mutex();
       new (&c.run_mu) std::mutex();
       c.deferred.clear();
@@ -85,6 +93,7 @@ void Service::start_locked() {
   if (s.started) return;
   s.started = true;
   s.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  s.fork_gate.starting();
   std::thread([this] { loop(); }).detach();
 }
 
@@ -167,7 +176,10 @@ void Service::poke() {
 void Service::loop() {
   State& s = st();
   uint64_t last_sweep = now_ns();
+  std::unique_lock<std::mutex> gate(s.fork_mu, std::defer_lock);
   for (;;) {
+    if (!gate.owns_lock()) gate.lock();
+    s.fork_gate.running();
     int dfd;
     {
       std::lock_guard<std::mutex> g(s.mu);
@@ -175,7 +187,9 @@ void Service::loop() {
     }
     bool busy = s.n_deferred.load() != 0;
     pollfd p[2] = {{s.wake_fd, POLLIN, 0}, {dfd, POLLRDHUP, 0}};
+    gate.unlock();
     int r = poll(p, dfd >= 0 ? 2 : 1, busy ? 0 : kIdlePollMs);
+    gate.lock();
     if (r > 0 && (p[0].revents & POLLIN)) {
       uint64_t v;
       ssize_t n = read(s.wake_fd, &v, sizeof(v));
@@ -212,6 +226,7 @@ void Service::loop() {
     }
     if (busy) {
       poke();
+      gate.unlock();
       timespec ts{0, kBusyNapNs};
       nanosleep(&ts, nullptr);
     }

@@ -19,7 +19,6 @@ namespace {
 
 constexpr size_t kMaxDatagram = 65536;
 constexpr size_t kMaxUdpPayload = 65535 - 20 - 8;  // one IPv4 datagram, or one GSO send
-constexpr int kBatch = UdpEndpoint::kBatch;
 constexpr int kSocketBuffer = 8 << 20;
 // sendmmsg entries per call; a longer queue is sent in several calls.
 constexpr int kSendBatch = 64;

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "common/fork_gate.h"
 #include "common/log.h"
 
 namespace uroce::transport {
@@ -65,6 +66,7 @@ struct EState {
   // application's poll read every socket empty).
   std::atomic<uint64_t> drained_ns{0};
   bool started = false;
+  ForkGate fork_gate;
   std::atomic<uint64_t> planned_wake{0};
   std::atomic<int> n_active{0};
   std::once_flag settings_once;
@@ -77,8 +79,10 @@ EState& es() {
     // The engine thread does not survive fork(), and the child must not
     // read the parent's sockets (it has copies of their descriptors): the
     // child starts empty, with its own epoll and thread on first use.
-    pthread_atfork(nullptr, nullptr, [] {
+    // The thread works only under run_mu, which fork() takes (common/fork_gate.h).
+    pthread_atfork([] { es().fork_gate.prepare(es().run_mu); }, [] { es().run_mu.unlock(); }, [] {
       EState& c = es();
+      c.fork_gate.child();
       new (&c.run_mu) std::mutex();
       c.slots.clear();
       c.by_qpn.clear();
@@ -147,6 +151,7 @@ Status NetEngine::add(NetQp* q) {
     epoll_ctl(s.ep, EPOLL_CTL_ADD, s.wake, &ev);
     epoll_ctl(s.ep_timers, EPOLL_CTL_ADD, s.wake, &ev);
     s.started = true;
+    s.fork_gate.starting();
     std::thread([this] { loop(); }).detach();
   }
   uint32_t slot = 0;
@@ -334,6 +339,10 @@ void NetEngine::loop() {
   // (doubles while every look finds the application polling, back to
   // kAppCheckNs when it does not).
   uint64_t check_ns = kAppCheckNs;
+  {
+    std::lock_guard<std::mutex> g(s.run_mu);
+    s.fork_gate.running();
+  }
   for (;;) {
     uint64_t now = now_ns();
     const uint64_t app = s.app_poll_ns.load(std::memory_order_relaxed);

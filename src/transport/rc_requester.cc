@@ -259,6 +259,10 @@ void RcRequester::go_back(uint32_t psn) {
 
 void RcRequester::fail_front(WcStatus st) {
   failed_ = true;
+  deadline_ = rnr_until_ = 0;
+  // The QP is in ERR before its error completion can be seen: a program that
+  // queries the QP after polling that completion finds ERR (as on hardware).
+  env_->qp_error();
   bool first = true;
   while (!q_.empty()) {
     Entry& e = q_.front();
@@ -267,8 +271,6 @@ void RcRequester::fail_front(WcStatus st) {
     first = false;
     q_.pop_front();
   }
-  deadline_ = rnr_until_ = 0;
-  env_->qp_error();
 }
 
 void RcRequester::flush() {

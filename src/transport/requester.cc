@@ -256,6 +256,14 @@ void Qp::complete_send(const SendWqe& w, WcStatus st, uint32_t byte_len) {
 
 void Qp::send_cqe(uint64_t wr_id, WcOpcode op, WcStatus st, uint32_t byte_len, bool signaled,
                   uint32_t* unsignaled) {
+  if (st != WcStatus::kSuccess && st != WcStatus::kWrFlushErr) {
+    // An error completion means the QP is in ERR (IBA 10.8.3): whoever polls
+    // it and then queries the QP must find ERR, so the state goes first.
+    uint32_t s = shm_->state.load(std::memory_order_acquire);
+    while (s != uint32_t(QpState::kErr) &&
+           !shm_->state.compare_exchange_weak(s, uint32_t(QpState::kErr), std::memory_order_acq_rel)) {
+    }
+  }
   if (!signaled) {
     ++*unsignaled;
     return;

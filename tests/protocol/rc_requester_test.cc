@@ -23,11 +23,15 @@ struct Env : RequesterEnv {
   std::vector<Sent> sent;
   std::vector<std::pair<uint64_t, WcStatus>> done;
   int errors = 0;
+  size_t done_at_error = 0;  // completions made before the QP went to ERR
   void send(Packet& p) override {
     sent.push_back({uint8_t(p.bth.opcode & 0x1f), p.bth.psn, p.bth.ack_req, uint32_t(p.payload.size())});
   }
   void complete(const SqWqe& w, WcStatus st, uint32_t) override { done.emplace_back(w.wr_id, st); }
-  void qp_error() override { ++errors; }
+  void qp_error() override {
+    ++errors;
+    done_at_error = done.size();
+  }
 };
 
 class RcRequesterTest : public ::testing::Test {
@@ -93,6 +97,8 @@ TEST_F(RcRequesterTest, SilenceExhaustsRetryCntThenFlushes) {
   EXPECT_EQ(env.done[1], std::make_pair(uint64_t(2), WcStatus::kWrFlushErr));
   EXPECT_EQ(r.stats().timeouts, 4u);  // retry_cnt 3: three retries, then the error
   EXPECT_EQ(env.errors, 1);
+  // ERR before the error completion: whoever polls it and queries finds ERR.
+  EXPECT_EQ(env.done_at_error, 0u);
   r.post(send_wqe(3, 10), now);  // a QP in ERR flushes what is posted
   EXPECT_EQ(env.done.back(), std::make_pair(uint64_t(3), WcStatus::kWrFlushErr));
 }
@@ -142,6 +148,7 @@ TEST_F(RcRequesterTest, ErrorNaksCompleteWithTheirStatus) {
     EXPECT_EQ(e.done[0], std::make_pair(uint64_t(1), WcStatus::kSuccess));
     EXPECT_EQ(e.done[1], std::make_pair(uint64_t(2), c.want));
     EXPECT_EQ(e.errors, 1);
+    EXPECT_EQ(e.done_at_error, 1u);  // after 1's success, before 2's error
   }
 }
 
