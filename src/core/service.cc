@@ -57,21 +57,21 @@ State& st() {
     // The service thread does not survive fork(): the child starts its own on demand.
     pthread_atfork([] { st().fork_gate.prepare(st().fork_mu); }, [] { st().fork_mu.unlock(); },
                    [] {
-      State& c = st();
-      new (&c.fork_mu) std::mutex();
-      c.fork_gate.child();
-      new (&c.mu) std::mutex();
-      new (&c.run_mu) std::mutex();
-      c.deferred.clear();
-      c.n_deferred.store(0);
-      if (c.wake_fd >= 0) close(c.wake_fd);
-      c.wake_fd = -1;
-      c.daemon_fd = -1;
-      c.on_death = nullptr;
-      c.started = false;
-      c.lock_reqs.clear();
-      new (&c.lock_cv) std::condition_variable();
-    });
+                     State& c = st();
+                     new (&c.fork_mu) std::mutex();
+                     c.fork_gate.child();
+                     new (&c.mu) std::mutex();
+                     new (&c.run_mu) std::mutex();
+                     c.deferred.clear();
+                     c.n_deferred.store(0);
+                     if (c.wake_fd >= 0) close(c.wake_fd);
+                     c.wake_fd = -1;
+                     c.daemon_fd = -1;
+                     c.on_death = nullptr;
+                     c.started = false;
+                     c.lock_reqs.clear();
+                     new (&c.lock_cv) std::condition_variable();
+                   });
     return n;
   }();
   return *s;

@@ -80,22 +80,23 @@ EState& es() {
     // read the parent's sockets (it has copies of their descriptors): the
     // child starts empty, with its own epoll and thread on first use.
     // The thread works only under run_mu, which fork() takes (common/fork_gate.h).
-    pthread_atfork([] { es().fork_gate.prepare(es().run_mu); }, [] { es().run_mu.unlock(); }, [] {
-      EState& c = es();
-      c.fork_gate.child();
-      new (&c.run_mu) std::mutex();
-      c.slots.clear();
-      c.by_qpn.clear();
-      if (c.ep >= 0) close(c.ep);
-      if (c.ep_timers >= 0) close(c.ep_timers);
-      if (c.wake >= 0) close(c.wake);
-      c.ep = c.ep_timers = c.wake = -1;
-      c.app_poll_ns.store(0);
-      c.drained_ns.store(0);
-      c.started = false;
-      c.planned_wake.store(0);
-      c.n_active.store(0);
-    });
+    pthread_atfork([] { es().fork_gate.prepare(es().run_mu); }, [] { es().run_mu.unlock(); },
+                   [] {
+                     EState& c = es();
+                     c.fork_gate.child();
+                     new (&c.run_mu) std::mutex();
+                     c.slots.clear();
+                     c.by_qpn.clear();
+                     if (c.ep >= 0) close(c.ep);
+                     if (c.ep_timers >= 0) close(c.ep_timers);
+                     if (c.wake >= 0) close(c.wake);
+                     c.ep = c.ep_timers = c.wake = -1;
+                     c.app_poll_ns.store(0);
+                     c.drained_ns.store(0);
+                     c.started = false;
+                     c.planned_wake.store(0);
+                     c.n_active.store(0);
+                   });
     return n;
   }();
   return *s;
