@@ -1,7 +1,9 @@
 #include "link/udp_link.h"
 
 #include <arpa/inet.h>
+#include <linux/net_tstamp.h>
 #include <netinet/udp.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -30,6 +32,21 @@ constexpr int SOL_UDP = IPPROTO_UDP;
 
 /// A destination as the fault injector's tag (it may hold a packet back).
 uint64_t pack(const UdpAddr& a) { return uint64_t(a.ip) << 16 | a.port; }
+
+bool same(const UdpAddr& a, const UdpAddr& b) { return a.ip == b.ip && a.port == b.port; }
+
+sockaddr_in sockaddr_of(const UdpAddr& a) {
+  sockaddr_in s{};
+  s.sin_family = AF_INET;
+  s.sin_addr.s_addr = a.ip;
+  s.sin_port = htons(a.port);
+  return s;
+}
+
+// Receiving: how far a connected sender's counter may have moved on since
+// its last datagram seen (lost datagrams, probes) or lag behind (a GSO send
+// takes one step of the counter for all its datagrams, which carry id + k).
+constexpr uint16_t kIdAhead = 1024, kIdBehind = 256;
 
 uint64_t wall_ns() {
   timespec ts;
@@ -86,11 +103,22 @@ Result<std::unique_ptr<UdpEndpoint>> UdpEndpoint::open(const Options& o) {
   getsockname(e->fd_, reinterpret_cast<sockaddr*>(&a), &al);
   e->local_ = UdpAddr{a.sin_addr.s_addr, ntohs(a.sin_port)};
   if (o.connect_to.ip) {
-    sockaddr_in c{};
-    c.sin_family = AF_INET;
-    c.sin_addr.s_addr = o.connect_to.ip;
-    c.sin_port = htons(o.connect_to.port);
-    if (connect(e->fd_, reinterpret_cast<sockaddr*>(&c), sizeof(c)) != 0) return Status(errno);
+    const sockaddr_in c = sockaddr_of(o.connect_to);
+    if (connect(e->fd_, reinterpret_cast<const sockaddr*>(&c), sizeof(c)) != 0) return Status(errno);
+    e->from_ = o.connect_to;
+  } else if (o.peer.ip && !o.faults.any()) {
+    const sockaddr_in c = sockaddr_of(o.peer);
+    if (connect(e->fd_, reinterpret_cast<const sockaddr*>(&c), sizeof(c)) == 0) {
+      e->peer_ = o.peer;
+      if (!e->learn_id()) {
+        // No transmit timestamps here (or no data with them): unconnected,
+        // identification 0.
+        sockaddr_in u{};
+        u.sin_family = AF_UNSPEC;
+        (void)connect(e->fd_, reinterpret_cast<const sockaddr*>(&u), sizeof(u));
+        e->peer_ = UdpAddr{};
+      }
+    }
   }
   if (o.faults.any()) e->faults_ = std::make_unique<FaultInjector>(o.faults);
   if (o.capture_to) {
@@ -118,25 +146,109 @@ UdpEndpoint::~UdpEndpoint() {
 }
 
 void UdpEndpoint::transmit(std::span<const uint8_t> d, const UdpAddr& to) {
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = to.ip;
-  a.sin_port = htons(to.port);
+  const sockaddr_in a = sockaddr_of(to);
+  // To a connected socket's peer without the address: Linux then uses the
+  // route it keeps (what connecting is for).
+  const bool named = !peer_.ip || !same(to, peer_);
   for (int tries = 0;; ++tries) {
-    ssize_t n = sendto(fd_, d.data(), d.size(), 0, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+    ssize_t n = sendto(fd_, d.data(), d.size(), 0, named ? reinterpret_cast<const sockaddr*>(&a) : nullptr,
+                       named ? sizeof(a) : 0);
     if (n == ssize_t(d.size())) {
       ++stats_.sent;
+      ++next_id_;
       return;
     }
     // A full socket buffer is a lost packet to RC, which retransmits; retry
     // a few times first so a burst does not turn into losses needlessly.
-    if (n < 0 && (errno == EAGAIN || errno == ENOBUFS || errno == EINTR) && tries < 64) {
+    // (Linux counts a connected socket's datagram only once it is built:
+    // these failures come before.) ECONNREFUSED: an ICMP error that came
+    // back for an earlier datagram to a connected peer, reported once.
+    if (n < 0 && (errno == EAGAIN || errno == ENOBUFS || errno == EINTR || errno == ECONNREFUSED) &&
+        tries < 64) {
       cpu_relax();
       continue;
     }
     ++stats_.send_errors;
+    send_failed(n < 0 ? errno : EIO);
     return;
   }
+}
+
+void UdpEndpoint::send_failed(int err) {
+  if (!peer_.ip || err == EAGAIN || err == EINTR || err == ECONNREFUSED) return;
+  // Linux may have counted the datagram: learn the counter again. (If even
+  // that fails, the peer drops what follows as unproven and RC retransmits
+  // into the next attempt.)
+  ++stats_.id_relearned;
+  (void)learn_id();
+}
+
+bool UdpEndpoint::learn_id() {
+  // One datagram to a socket of our own, with a software transmit timestamp:
+  // Linux returns the timestamp on the error queue together with the
+  // datagram as the device got it, link, IPv4 and UDP headers included
+  // (unprivileged unless net.core.tstamp_allow_data is 0). A connected
+  // socket numbers every datagram it sends, to its peer or not.
+  id_known_ = false;
+  const int sink = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (sink < 0) return false;
+  sockaddr_in sa = sockaddr_of(UdpAddr{local_.ip, 0});
+  socklen_t sl = sizeof(sa);
+  bool ok = bind(sink, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) == 0 &&
+            getsockname(sink, reinterpret_cast<sockaddr*>(&sa), &sl) == 0;
+  const int on = SOF_TIMESTAMPING_TX_SOFTWARE | SOF_TIMESTAMPING_SOFTWARE, off = 0;
+  ok = ok && setsockopt(fd_, SOL_SOCKET, SO_TIMESTAMPING, &on, sizeof(on)) == 0;
+  if (ok) {
+    const uint8_t probe = 0;
+    ok = sendto(fd_, &probe, 1, 0, reinterpret_cast<const sockaddr*>(&sa), sizeof(sa)) == 1;
+    (void)setsockopt(fd_, SOL_SOCKET, SO_TIMESTAMPING, &off, sizeof(off));
+  }
+  bool found = false;
+  const uint64_t deadline = now_ns() + 200'000'000ull;
+  while (ok && !found && now_ns() < deadline) {
+    pollfd pf{fd_, 0, 0};  // POLLERR: the error queue holds something
+    if (::poll(&pf, 1, 20) <= 0 || !(pf.revents & POLLERR)) continue;
+    uint8_t d[256];
+    alignas(cmsghdr) char ctl[256];
+    iovec iov{d, sizeof(d)};
+    msghdr m{};
+    m.msg_iov = &iov;
+    m.msg_iovlen = 1;
+    m.msg_control = ctl;
+    m.msg_controllen = sizeof(ctl);
+    const ssize_t n = recvmsg(fd_, &m, MSG_ERRQUEUE | MSG_DONTWAIT);
+    if (n < 0) break;
+    // The IPv4 header of our probe, after whatever link header the device has.
+    for (size_t at = 0; at + 29 <= size_t(n) && at <= 64; ++at) {
+      const uint8_t* ip = d + at;
+      uint32_t src, dst;
+      memcpy(&src, ip + 12, 4);
+      memcpy(&dst, ip + 16, 4);
+      if (ip[0] != 0x45 || ip[9] != IPPROTO_UDP || src != local_.ip || dst != sa.sin_addr.s_addr) continue;
+      uint16_t dport;
+      memcpy(&dport, ip + 22, 2);
+      if (dport != sa.sin_port) continue;
+      next_id_ = uint16_t((ip[4] << 8 | ip[5]) + 1);
+      found = true;
+      break;
+    }
+  }
+  // Nothing else may stay queued there (the socket's readers never look).
+  for (uint8_t d[64]; recv(fd_, d, sizeof(d), MSG_ERRQUEUE | MSG_DONTWAIT) >= 0;) {
+  }
+  close(sink);
+  id_known_ = found;
+  return found;
+}
+
+void UdpEndpoint::prime(const uint8_t* d, size_t len) {
+  // A receiver believes a counter it has not seen yet only from two
+  // datagrams in a row (see id_ok): the first datagram goes twice. To RC a
+  // copy is a duplicate; the receiver drops this one, unproven.
+  primed_ = true;
+  tx_.assign(d, d + len);
+  seal(tx_.data(), tx_.size(), peer_, next_id_, false);
+  transmit(tx_, peer_);
 }
 
 Status UdpEndpoint::send(wire::Packet& p, const UdpAddr& to) {
@@ -154,9 +266,14 @@ Status UdpEndpoint::send(wire::Packet& p, const UdpAddr& to) {
     if (queue_len_ >= kQueueBytes) send_queued();
     return Status::ok();
   }
+  if (peer_.ip && !primed_) {
+    std::vector<uint8_t> first(n + wire::kIcrcBytes);
+    if (wire::encode(p, first.data(), first.size()) != n) return Status(EINVAL);
+    prime(first.data(), first.size());
+  }
   tx_.resize(n + wire::kIcrcBytes);
   if (wire::encode(p, tx_.data(), tx_.size()) != n) return Status(EINVAL);
-  seal(tx_.data(), tx_.size(), to, 0, true);
+  seal(tx_.data(), tx_.size(), to, peer_.ip ? next_id_ : 0, true);
   if (faults_)
     faults_->process(tx_, emit_to(), pack(to));
   else
@@ -181,6 +298,7 @@ void UdpEndpoint::send_queued() {
     size_t first, count, bytes;
   };
   Msg runs[kSendBatch];
+  if (peer_.ip && !primed_ && !pending_.empty()) prime(queue_.data() + pending_[0].off, pending_[0].len);
   size_t i = 0;
   while (i < pending_.size()) {
     int m = 0;
@@ -197,8 +315,11 @@ void UdpEndpoint::send_queued() {
           if (b.len < a.len) break;  // a shorter packet ends the run
         }
       }
+      // The k-th datagram of a GSO send carries the send's identification + k.
+      const uint16_t base = peer_.ip ? id_ahead(size_t(m)) : 0;
       for (size_t k = i; k < j; ++k)
-        seal(queue_.data() + pending_[k].off, pending_[k].len, pending_[k].to, uint16_t(k - i), true);
+        seal(queue_.data() + pending_[k].off, pending_[k].len, pending_[k].to, uint16_t(base + (k - i)),
+             true);
       runs[m] = Msg{i, j - i, bytes};
       i = j;
     }
@@ -209,11 +330,10 @@ void UdpEndpoint::send_queued() {
     for (int k = 0; k < m; ++k) {
       const Queued& a = pending_[runs[k].first];
       iov[k] = iovec{queue_.data() + a.off, runs[k].bytes};
-      to[k] = sockaddr_in{};
-      to[k].sin_family = AF_INET;
-      to[k].sin_addr.s_addr = a.to.ip;
-      to[k].sin_port = htons(a.to.port);
-      msgs[k].msg_hdr = msghdr{&to[k], sizeof(to[k]), &iov[k], 1, nullptr, 0, 0};
+      to[k] = sockaddr_of(a.to);
+      const bool named = !peer_.ip || !same(a.to, peer_);  // see transmit()
+      msgs[k].msg_hdr =
+          msghdr{named ? &to[k] : nullptr, socklen_t(named ? sizeof(to[k]) : 0), &iov[k], 1, nullptr, 0, 0};
       msgs[k].msg_len = 0;
       if (runs[k].count > 1) {
         msgs[k].msg_hdr.msg_control = ctl[k];
@@ -226,16 +346,27 @@ void UdpEndpoint::send_queued() {
         memcpy(CMSG_DATA(c), &seg, sizeof(seg));
       }
     }
+    // After a failure that may have moved a connected socket's counter (it
+    // is learned again), what is still to go is sealed again.
+    auto reseal_from = [&](int first) {
+      if (!peer_.ip) return;
+      for (int x = first; x < m; ++x)
+        for (size_t y = 0; y < runs[x].count; ++y) {
+          const Queued& q = pending_[runs[x].first + y];
+          seal(queue_.data() + q.off, q.len, q.to, uint16_t(id_ahead(size_t(x - first)) + y), false);
+        }
+    };
     for (int k = 0, tries = 0; k < m;) {
       const int sent = sendmmsg(fd_, msgs + k, unsigned(m - k), 0);
       if (sent > 0) {
         for (int x = k; x < k + sent; ++x) stats_.sent += runs[x].count;
+        next_id_ = uint16_t(next_id_ + sent);  // one step per send, GSO or not
         k += sent;
         tries = 0;
         continue;
       }
       // As in transmit(): a full buffer is a loss to RC; retry a little first.
-      if (errno == EAGAIN || errno == ENOBUFS || errno == EINTR) {
+      if (errno == EAGAIN || errno == ENOBUFS || errno == EINTR || errno == ECONNREFUSED) {
         if (++tries < 64) {
           cpu_relax();
           continue;
@@ -243,21 +374,25 @@ void UdpEndpoint::send_queued() {
       } else if (runs[k].count > 1 && gso_) {
         // The kernel refused the GSO send (no UDP_SEGMENT before Linux 4.18,
         // or a device path without it): from now on one datagram per packet,
-        // these packets again with identification 0.
+        // these packets again with identification 0 (or the counter's).
         gso_ = false;
+        send_failed(errno);
         // (The capture already holds them, with the identifications they
         // would have had.)
         for (size_t x = runs[k].first; x < runs[k].first + runs[k].count; ++x) {
           const Queued& q = pending_[x];
-          seal(queue_.data() + q.off, q.len, q.to, 0, false);
+          seal(queue_.data() + q.off, q.len, q.to, peer_.ip ? next_id_ : 0, false);
           transmit({queue_.data() + q.off, q.len}, q.to);
         }
         ++k;
+        reseal_from(k);
         tries = 0;
         continue;
       }
       stats_.send_errors += runs[k].count;
+      send_failed(errno);
       ++k;
+      reseal_from(k);
       tries = 0;
     }
   }
@@ -288,7 +423,14 @@ int UdpEndpoint::poll(const OnPacket& on_packet, int max, bool* more) {
   if (rx_.empty()) rx_.resize(size_t(kBatch) * kMaxDatagram);  // sending-only endpoints never need it
   for (int i = 0; i < want; ++i) {
     iov[i] = iovec{rx_.data() + size_t(i) * kMaxDatagram, kMaxDatagram};
-    msgs[i].msg_hdr = msghdr{&from[i], sizeof(from[i]), &iov[i], 1, ctl[i], sizeof(ctl[i]), 0};
+    // A connected socket receives from its peer only: no address to ask for.
+    msgs[i].msg_hdr = msghdr{from_.ip ? nullptr : &from[i],
+                             socklen_t(from_.ip ? 0 : sizeof(from[i])),
+                             &iov[i],
+                             1,
+                             ctl[i],
+                             sizeof(ctl[i]),
+                             0};
     msgs[i].msg_len = 0;
   }
   int got;
@@ -308,7 +450,7 @@ int UdpEndpoint::poll(const OnPacket& on_packet, int max, bool* more) {
     return 0;
   }
   for (int i = 0; i < got; ++i) {
-    UdpAddr src{from[i].sin_addr.s_addr, ntohs(from[i].sin_port)};
+    const UdpAddr src = from_.ip ? from_ : UdpAddr{from[i].sin_addr.s_addr, ntohs(from[i].sin_port)};
     UdpAddr dst = local_;
     size_t seg = 0;
     for (cmsghdr* c = CMSG_FIRSTHDR(&msgs[i].msg_hdr); c; c = CMSG_NXTHDR(&msgs[i].msg_hdr, c)) {
@@ -341,10 +483,14 @@ void UdpEndpoint::deliver(const uint8_t* d, size_t len, size_t seg, const UdpAdd
     uint8_t hdr[28];
     headers_for(src, dst, n, hdr, hdr + 20);
     const size_t ib = n - wire::kIcrcBytes;
-    const int id = wire::icrc_ipv4_id(wire::icrc({hdr, 20}, {hdr + 20, 8}, {p, ib}), wire::get_icrc(p + ib),
-                                      ib, kMaxGsoSegments);
+    const int id =
+        wire::icrc_ipv4_id_solve(wire::icrc({hdr, 20}, {hdr + 20, 8}, {p, ib}), wire::get_icrc(p + ib), ib);
     if (id < 0) {
       ++stats_.bad_icrc;  // IBA C17-? : a packet with a bad ICRC is dropped silently
+      continue;
+    }
+    if (!id_ok(src, uint16_t(id))) {
+      ++stats_.id_unproven;
       continue;
     }
     // Captured once it is known to be a RoCE packet (what failed the ICRC is
@@ -365,6 +511,42 @@ void UdpEndpoint::deliver(const uint8_t* d, size_t len, size_t seg, const UdpAdd
     }
     on_packet(pk, src, dst);
   }
+}
+
+bool UdpEndpoint::id_ok(const UdpAddr& src, uint16_t id) {
+  // An unconnected sender: each send counts from 0.
+  if (id < kMaxGsoSegments) return true;
+  // A connected sender's counter, which starts anywhere. Any identification
+  // solves the ICRC of a corrupted packet with a chance of 1 / 2^16, so one
+  // is believed only where it continues that sender's counter: within a
+  // window of the last one, or right after an unproven one (the sender sends
+  // its first datagram twice). A corrupted packet then passes with a chance
+  // of ~(64 + window) / 2^32.
+  IdFlow* f = nullptr;
+  for (IdFlow& x : id_flows_)
+    if (same(x.src, src)) f = &x;
+  if (!f) {
+    f = &id_flows_[id_victim_];
+    id_victim_ = (id_victim_ + 1) % kIdFlows;
+    *f = IdFlow{};
+    f->src = src;
+  }
+  if (f->known) {
+    if (uint16_t(id - f->next) < kIdAhead) {
+      f->next = uint16_t(id + 1);
+      return true;
+    }
+    if (uint16_t(f->next - id) <= kIdBehind) return true;
+  }
+  if (f->has_candidate && id == f->candidate) {
+    f->known = true;
+    f->has_candidate = false;
+    f->next = uint16_t(id + 1);
+    return true;
+  }
+  f->has_candidate = true;
+  f->candidate = uint16_t(id + 1);
+  return false;
 }
 
 }  // namespace uroce::link

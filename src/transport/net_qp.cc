@@ -157,6 +157,9 @@ Result<std::unique_ptr<NetQp>> NetQp::open(const Config& c, const PeerQp& self, 
   // Distinct, reproducible fault streams per QP.
   tx.faults.seed = link.faults.seed * 1000003u + c.qpn;
   tx.capture_to = link.capture;
+  // An RC or UC flow sends to one peer only: a connected socket (faster;
+  // see link/udp_link.h). UD sends to whoever each work request names.
+  if (c.type != QpType::kUd) tx.peer = q->peer_;
   auto t = link::UdpEndpoint::open(tx);
   if (!t.is_ok()) {
     UROCE_ERR("QP %u: cannot bind UDP %u.%u.%u.%u:%u (%s)", c.qpn, c.local_ip & 0xff,
@@ -191,9 +194,12 @@ NetQp::~NetQp() {
   // What the QP's link did, for diagnosis (UROCE_LOG=info).
   const link::UdpEndpoint::Stats& t = tx_->stats();
   const link::UdpEndpoint::Stats& r = rx_->stats();
-  UROCE_INFO("QP %u on UDP: sent %llu (%llu send errors), received %llu (%llu bad ICRC, %llu malformed)",
-             cfg_.qpn, (unsigned long long)t.sent, (unsigned long long)t.send_errors,
-             (unsigned long long)r.received, (unsigned long long)r.bad_icrc, (unsigned long long)r.malformed);
+  UROCE_INFO(
+      "QP %u on UDP: sent %llu (%llu send errors, IP ID counter learned again %llu times), received %llu "
+      "(%llu bad ICRC, %llu unproven IP ID, %llu malformed)",
+      cfg_.qpn, (unsigned long long)t.sent, (unsigned long long)t.send_errors,
+      (unsigned long long)t.id_relearned, (unsigned long long)r.received, (unsigned long long)r.bad_icrc,
+      (unsigned long long)r.id_unproven, (unsigned long long)r.malformed);
   if (req_) {
     const RequesterStats& q = req_->stats();
     UROCE_INFO("QP %u requester: %llu packets, %llu retransmits, %llu timeouts, %llu RNR NAKs, %llu seq NAKs",

@@ -58,42 +58,86 @@ uint32_t icrc(std::span<const uint8_t> ip, std::span<const uint8_t> udp, std::sp
   return crc;
 }
 
-int icrc_ipv4_id(uint32_t crc0, uint32_t carried, size_t ib_len, int limit) {
-  if (crc0 == carried) return 0;
-  if (limit > 64) limit = 64;
-  // Two packets that differ only in the identification x: their CRCs differ
-  // by CRC(x, with zero start and no final inversion) advanced over the
-  // bytes after the field (zlib's crc32_combine operator), linear in x. One
-  // vector per bit of x, for the last length seen (a flow's packets are
-  // mostly one size).
+namespace {
+/// For packets of one length: the ICRC difference each bit of the IPv4
+/// identification makes (the CRC is linear: two packets that differ only in
+/// the identification x differ in their CRC by CRC(x, zero start, no final
+/// inversion) advanced over the bytes after the field, zlib's
+/// crc32_combine operator), and the same 16 vectors in echelon form, to
+/// solve for x: pivot bit, vector, and which identification bits make it.
+struct IdBasis {
+  size_t after = SIZE_MAX;
+  uint32_t bit[16];
+  uint32_t pbit[16], pvec[16];
+  uint16_t pmask[16];
+  int n = 0;
+};
+
+const IdBasis& id_basis(size_t ib_len) {
   constexpr size_t kAfterId = 14 + 8;  // the rest of the IPv4 header, the UDP header
-  struct Basis {
-    size_t len = SIZE_MAX;
-    uint32_t bit[6];
-  };
-  thread_local Basis b;
+  // A few lengths at once: a flow's requests and the ACKs coming back, a
+  // transfer's full packets and its last one. Building one costs ~16 zlib
+  // combine operations (microseconds); using it, 16 conditional XORs.
+  constexpr int kWays = 8;
+  thread_local IdBasis cache[kWays];
+  thread_local int victim = 0;
   const size_t after = kAfterId + ib_len;
-  if (b.len != after) {
-    const uLong op = crc32_combine_gen(z_off_t(after));
-    const uint8_t zero[2] = {0, 0};
-    const uint32_t base = uint32_t(crc32(0, zero, 2));
-    for (int i = 0; i < 6; ++i) {
-      const uint8_t field[2] = {0, uint8_t(1u << i)};  // big-endian: low bits in the second byte
-      b.bit[i] = uint32_t(crc32_combine_op(crc32(0, field, 2) ^ base, 0, op));
-    }
-    b.len = after;
+  for (const IdBasis& c : cache)
+    if (c.after == after) return c;
+  IdBasis& b = cache[victim];
+  victim = (victim + 1) % kWays;
+  const uLong op = crc32_combine_gen(z_off_t(after));
+  const uint8_t zero[2] = {0, 0};
+  const uint32_t base = uint32_t(crc32(0, zero, 2));
+  for (int i = 0; i < 16; ++i) {
+    // Big-endian on the wire: bits 0-7 in the second byte.
+    const uint8_t field[2] = {uint8_t(i >= 8 ? 1u << (i - 8) : 0), uint8_t(i < 8 ? 1u << i : 0)};
+    b.bit[i] = uint32_t(crc32_combine_op(crc32(0, field, 2) ^ base, 0, op));
   }
-  // Every x below the next power of two in Gray-code order: one XOR per step.
-  const uint32_t want = crc0 ^ carried;
-  int span = 1;
-  while (span < limit) span <<= 1;
+  b.n = 0;
+  for (int i = 0; i < 16; ++i) {
+    uint32_t v = b.bit[i];
+    uint16_t m = uint16_t(1u << i);
+    for (int j = 0; j < b.n; ++j)
+      if (v & b.pbit[j]) {
+        v ^= b.pvec[j];
+        m ^= b.pmask[j];
+      }
+    if (!v) continue;  // dependent (never seen for CRC-32: it catches every 16-bit burst)
+    b.pbit[b.n] = v & (~v + 1);
+    b.pvec[b.n] = v;
+    b.pmask[b.n] = m;
+    ++b.n;
+  }
+  b.after = after;
+  return b;
+}
+}  // namespace
+
+uint32_t icrc_ipv4_id_delta(uint16_t id, size_t ib_len) {
+  if (!id) return 0;
+  const IdBasis& b = id_basis(ib_len);
   uint32_t d = 0;
-  for (int k = 1; k < span; ++k) {
-    d ^= b.bit[__builtin_ctz(unsigned(k))];
-    const int x = k ^ (k >> 1);
-    if (d == want && x < limit) return x;
-  }
-  return -1;
+  for (unsigned x = id; x; x &= x - 1) d ^= b.bit[__builtin_ctz(x)];
+  return d;
+}
+
+int icrc_ipv4_id_solve(uint32_t crc0, uint32_t carried, size_t ib_len) {
+  uint32_t t = crc0 ^ carried;
+  if (!t) return 0;
+  const IdBasis& b = id_basis(ib_len);
+  uint16_t x = 0;
+  for (int j = 0; j < b.n; ++j)
+    if (t & b.pbit[j]) {
+      t ^= b.pvec[j];
+      x ^= b.pmask[j];
+    }
+  return t ? -1 : int(x);
+}
+
+int icrc_ipv4_id(uint32_t crc0, uint32_t carried, size_t ib_len, int limit) {
+  const int x = icrc_ipv4_id_solve(crc0, carried, ib_len);
+  return x >= 0 && x < limit ? x : -1;
 }
 
 }  // namespace uroce::wire

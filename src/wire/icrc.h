@@ -19,7 +19,7 @@ uint32_t icrc(std::span<const uint8_t> ip, std::span<const uint8_t> udp, std::sp
 /// IPv4: which identification the sender's header carried. `crc0` is icrc()
 /// over the same packet with identification 0, `carried` the ICRC the packet
 /// carries, `ib_len` the ib span's size. Returns the identification in
-/// [0, limit) (limit <= 64) whose ICRC equals `carried`, or -1.
+/// [0, limit) whose ICRC equals `carried`, or -1.
 ///
 /// A datagram socket does not see the IP header, and Linux gives the
 /// datagrams one UDP GSO send is cut into the identifications 0, 1, 2, ...
@@ -29,6 +29,16 @@ uint32_t icrc(std::span<const uint8_t> ip, std::span<const uint8_t> udp, std::sp
 /// second pass over the packet. Accepting 64 values instead of 1 leaves a
 /// corrupted packet a 64 / 2^32 chance of passing instead of 1 / 2^32.
 int icrc_ipv4_id(uint32_t crc0, uint32_t carried, size_t ib_len, int limit);
+
+/// Any identification (0-65535): the one whose ICRC equals `carried`, or -1.
+/// A connected socket's datagrams carry a per-socket counter that starts
+/// anywhere. Accepting every value would let a corrupted packet pass with a
+/// 1 / 2^16 chance: the caller narrows it (link/udp_link.cc).
+int icrc_ipv4_id_solve(uint32_t crc0, uint32_t carried, size_t ib_len);
+
+/// What to XOR into the ICRC computed with identification 0 to get the one
+/// for identification `id` (same packet, `ib_len` bytes of ib span).
+uint32_t icrc_ipv4_id_delta(uint16_t id, size_t ib_len);
 
 /// Stores the ICRC as the wire carries it (little-endian) / reads it back.
 inline void put_icrc(uint8_t* p, uint32_t v) {

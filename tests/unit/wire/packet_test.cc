@@ -221,6 +221,35 @@ TEST(WireIcrc, ResidueAndMaskedFields) {
   EXPECT_EQ(ib[28], uint8_t(c));  // least significant byte first
 }
 
+TEST(WireIcrc, AnyIdentificationSolvedAndApplied) {
+  // Every identification a connected socket may use: solved from the ICRC
+  // alone, and the delta turns the ICRC for 0 into the one for x.
+  std::mt19937 rng(11);
+  for (size_t len : {16u, 28u, 1040u, 4124u}) {
+    std::vector<uint8_t> ib(len);
+    for (auto& x : ib) x = uint8_t(rng());
+    Ipv4UdpFields f;
+    f.src = 0x0100000a;
+    f.dst = 0x0200000a;
+    f.sport = 0xc321;
+    uint8_t ip[20], udp[8];
+    build_ipv4_udp(f, len + kIcrcBytes, nullptr, ip, udp);
+    const uint32_t crc0 = icrc(ip, udp, ib);
+    int wrong = 0;
+    for (uint32_t id = 0; id < 65536; id += (id < 300 ? 1 : 97)) {
+      f.id = uint16_t(id);
+      build_ipv4_udp(f, len + kIcrcBytes, nullptr, ip, udp);
+      const uint32_t carried = icrc(ip, udp, ib);
+      if (icrc_ipv4_id_solve(crc0, carried, len) != int(id)) ++wrong;
+      if ((crc0 ^ icrc_ipv4_id_delta(uint16_t(id), len)) != carried) ++wrong;
+    }
+    f.id = 0xffff;
+    build_ipv4_udp(f, len + kIcrcBytes, nullptr, ip, udp);
+    EXPECT_EQ(icrc_ipv4_id_solve(crc0, icrc(ip, udp, ib), len), 0xffff) << len;
+    EXPECT_EQ(wrong, 0) << len;
+  }
+}
+
 TEST(WireIcrc, IdentificationRecoveredFromTheIcrc) {
   // Packets of several lengths, each with every identification below 64
   // and a few above: icrc_ipv4_id finds exactly the one the ICRC was
