@@ -218,6 +218,7 @@ bool UdpEndpoint::learn_id() {
     m.msg_controllen = sizeof(ctl);
     const ssize_t n = recvmsg(fd_, &m, MSG_ERRQUEUE | MSG_DONTWAIT);
     if (n < 0) break;
+    ok = false;  // one probe, one answer: without the headers in it, no counter
     // The IPv4 header of our probe, after whatever link header the device has.
     for (size_t at = 0; at + 29 <= size_t(n) && at <= 64; ++at) {
       const uint8_t* ip = d + at;
