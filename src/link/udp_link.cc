@@ -519,34 +519,29 @@ bool UdpEndpoint::id_ok(const UdpAddr& src, uint16_t id) {
   if (id < kMaxGsoSegments) return true;
   // A connected sender's counter, which starts anywhere. Any identification
   // solves the ICRC of a corrupted packet with a chance of 1 / 2^16, so one
-  // is believed only where it continues that sender's counter: within a
-  // window of the last one, or right after an unproven one (the sender sends
-  // its first datagram twice). A corrupted packet then passes with a chance
-  // of ~(64 + window) / 2^32.
-  IdFlow* f = nullptr;
-  for (IdFlow& x : id_flows_)
-    if (same(x.src, src)) f = &x;
-  if (!f) {
-    f = &id_flows_[id_victim_];
-    id_victim_ = (id_victim_ + 1) % kIdFlows;
-    *f = IdFlow{};
-    f->src = src;
-  }
-  if (f->known) {
-    if (uint16_t(id - f->next) < kIdAhead) {
-      f->next = uint16_t(id + 1);
+  // is believed only where it continues a counter seen from that address:
+  // within a window of its last value, or right after an unproven one (the
+  // sender sends its first datagram twice). A corrupted packet then passes
+  // with a chance of ~(64 + window) / 2^32. One address may carry several
+  // counters (two QP pairs' flows that hashed to one port): each has its entry.
+  for (IdFlow& f : id_flows_) {
+    if (!f.known || !same(f.src, src)) continue;
+    if (uint16_t(id - f.next) < kIdAhead) {
+      f.next = uint16_t(id + 1);
       return true;
     }
-    if (uint16_t(f->next - id) <= kIdBehind) return true;
+    if (uint16_t(f.next - id) <= kIdBehind) return true;
   }
-  if (f->has_candidate && id == f->candidate) {
-    f->known = true;
-    f->has_candidate = false;
-    f->next = uint16_t(id + 1);
+  if (id_candidate_known_ && same(id_candidate_src_, src) && id == id_candidate_) {
+    id_candidate_known_ = false;
+    IdFlow& f = id_flows_[id_victim_];
+    id_victim_ = (id_victim_ + 1) % kIdFlows;
+    f = IdFlow{src, uint16_t(id + 1), true};
     return true;
   }
-  f->has_candidate = true;
-  f->candidate = uint16_t(id + 1);
+  id_candidate_known_ = true;
+  id_candidate_src_ = src;
+  id_candidate_ = uint16_t(id + 1);
   return false;
 }
 

@@ -151,13 +151,15 @@ class UdpEndpoint {
   UdpAddr from_;  // connect_to: every datagram comes from there
   struct IdFlow {
     UdpAddr src;
-    uint16_t next = 0;       // the counter's next value
-    uint16_t candidate = 0;  // an unproven counter's next value
-    bool known = false, has_candidate = false;
+    uint16_t next = 0;  // the counter's next value
+    bool known = false;
   };
   static constexpr int kIdFlows = 4;
   IdFlow id_flows_[kIdFlows];
   int id_victim_ = 0;
+  UdpAddr id_candidate_src_;  // an unproven counter: its address and next value
+  uint16_t id_candidate_ = 0;
+  bool id_candidate_known_ = false;
 };
 
 }  // namespace uroce::link

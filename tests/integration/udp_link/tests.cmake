@@ -1,5 +1,5 @@
 # The UDP endpoint of the network link on loopback (label: integration).
-# Ports: UROCE_TEST_PORT_BASE (tests/integration/debian) + 300..316.
+# Ports: UROCE_TEST_PORT_BASE (tests/integration/debian) + 300..318.
 if(NOT DEFINED UROCE_TEST_PORT_BASE)
   set(UROCE_TEST_PORT_BASE 19500)
 endif()

@@ -44,10 +44,11 @@ std::unique_ptr<UdpEndpoint> endpoint(int k, FaultConfig faults = {}) {
 
 /// A sender with one peer: a connected socket, whose IP identification is
 /// a counter the endpoint learns (see link/udp_link.h).
-std::unique_ptr<UdpEndpoint> connected_sender(int k, const UdpAddr& peer) {
+std::unique_ptr<UdpEndpoint> connected_sender(int k, const UdpAddr& peer, bool shared_port = false) {
   UdpEndpoint::Options o;
   o.bind = UdpAddr{lo(), port(k)};
   o.peer = peer;
+  o.reuse_addr = shared_port;
   auto e = UdpEndpoint::open(o);
   EXPECT_TRUE(e.is_ok()) << strerror(e.err());
   return e.is_ok() ? std::move(e.value()) : nullptr;
@@ -403,6 +404,33 @@ TEST(UdpLink, AConnectedSenderReachesItsPeerIntactCorkedOrNot) {
   EXPECT_EQ(a->stats().send_errors, 0u);
   EXPECT_EQ(b->stats().bad_icrc, 0u);
   EXPECT_EQ(b->stats().id_unproven, 1u);
+}
+
+TEST(UdpLink, TwoCountersFromOneAddressAreBothBelieved) {
+  // Two QP pairs' flows can hash to one source port: two connected sockets
+  // on one address, each with its own counter, interleaved. The receiver
+  // believes both (only each first packet's extra copy is dropped).
+  auto b = endpoint(18);
+  ASSERT_TRUE(b);
+  auto a1 = connected_sender(17, b->local(), true);
+  auto a2 = connected_sender(17, b->local(), true);
+  ASSERT_TRUE(a1 && a2);
+  std::vector<uint8_t> data(64, 0x5a);
+  constexpr uint32_t n = 100;
+  for (uint32_t i = 0; i < n; ++i)
+    for (UdpEndpoint* a : {a1.get(), a2.get()}) {
+      Packet p;
+      p.bth.opcode = opcode(Service::kRc, kSendOnly);
+      p.bth.dest_qp = 0x44;
+      p.bth.psn = (a == a1.get() ? 0 : 1000) + i;
+      p.payload = std::span<const uint8_t>(data.data(), data.size());
+      ASSERT_TRUE(a->send(p, b->local()));
+    }
+  auto got = receive(*b, 2 * n);
+  ASSERT_EQ(got.size(), 2 * n);
+  for (uint32_t i = 0; i < 2 * n; ++i) EXPECT_EQ(got[i].p.bth.psn, (i % 2 ? 1000 : 0) + i / 2) << i;
+  EXPECT_EQ(b->stats().id_unproven, 2u);
+  EXPECT_EQ(b->stats().bad_icrc, 0u);
 }
 
 }  // namespace
