@@ -214,29 +214,37 @@ int NetEngine::round(const int* ready, int n, bool* drained, bool ack_per_batch)
   // With ack_per_batch, the plain ACKs a batch of datagrams causes are held
   // and sent when the batch is handled: one cumulative ACK per QP per batch
   // instead of one (and one system call) per message.
-  NetQp* touched[kMaxTouched];
-  int nt = 0;
-  bool overflow = false;
-  auto dispatch = [&](const wire::Packet& p, const link::UdpAddr& from, const link::UdpAddr& to) {
-    auto it = s.by_qpn.find(p.bth.dest_qp);
-    if (it == s.by_qpn.end()) return;
+  struct Batch {
+    EState* s;
+    bool ack_per_batch;
+    NetQp* touched[kMaxTouched];
+    int nt = 0;
+    bool overflow = false;
+  } b{&s, ack_per_batch, {}};
+  // One pointer captured: the std::function poll() takes holds it in place
+  // (a lambda capturing more would cost a heap allocation per read, i.e. per
+  // poll of a spinning application).
+  const link::UdpEndpoint::OnPacket dispatch = [c = &b](const wire::Packet& p, const link::UdpAddr& from,
+                                                        const link::UdpAddr& to) {
+    auto it = c->s->by_qpn.find(p.bth.dest_qp);
+    if (it == c->s->by_qpn.end()) return;
     NetQp* q = it->second;
     q->on_packet(p, from, to);
-    if (!ack_per_batch || (nt && touched[nt - 1] == q)) return;
-    if (nt < kMaxTouched)
-      touched[nt++] = q;
+    if (!c->ack_per_batch || (c->nt && c->touched[c->nt - 1] == q)) return;
+    if (c->nt < kMaxTouched)
+      c->touched[c->nt++] = q;
     else
-      overflow = true;
+      c->overflow = true;
   };
   auto send_acks = [&] {
-    if (overflow) {
+    if (b.overflow) {
       for (NetQp* q : s.slots)
         if (q) q->flush_acks();
     } else {
-      for (int i = 0; i < nt; ++i) touched[i]->flush_acks();
+      for (int i = 0; i < b.nt; ++i) b.touched[i]->flush_acks();
     }
-    nt = 0;
-    overflow = false;
+    b.nt = 0;
+    b.overflow = false;
   };
   if (ack_per_batch) NetQp::defer_acks(true);
   for (int i = 0; i < n; ++i) {
