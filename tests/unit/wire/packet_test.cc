@@ -221,31 +221,39 @@ TEST(WireIcrc, ResidueAndMaskedFields) {
   EXPECT_EQ(ib[28], uint8_t(c));  // least significant byte first
 }
 
+/// A packet's ib span of random bytes and its headers: the ICRC it would
+/// carry with IP identification `id`.
+struct IdSample {
+  std::vector<uint8_t> ib;
+  Ipv4UdpFields f;
+  IdSample(size_t len, std::mt19937& rng, uint16_t sport) : ib(len) {
+    for (auto& x : ib) x = uint8_t(rng());
+    f.src = 0x0100000a;
+    f.dst = 0x0200000a;
+    f.sport = sport;
+  }
+  uint32_t icrc_with(uint16_t id) {
+    f.id = id;
+    uint8_t ip[20], udp[8];
+    build_ipv4_udp(f, ib.size() + kIcrcBytes, nullptr, ip, udp);
+    return icrc(ip, udp, ib);
+  }
+};
+
 TEST(WireIcrc, AnyIdentificationSolvedAndApplied) {
   // Every identification a connected socket may use: solved from the ICRC
   // alone, and the delta turns the ICRC for 0 into the one for x.
   std::mt19937 rng(11);
   for (size_t len : {16u, 28u, 1040u, 4124u}) {
-    std::vector<uint8_t> ib(len);
-    for (auto& x : ib) x = uint8_t(rng());
-    Ipv4UdpFields f;
-    f.src = 0x0100000a;
-    f.dst = 0x0200000a;
-    f.sport = 0xc321;
-    uint8_t ip[20], udp[8];
-    build_ipv4_udp(f, len + kIcrcBytes, nullptr, ip, udp);
-    const uint32_t crc0 = icrc(ip, udp, ib);
+    IdSample pk(len, rng, 0xc321);
+    const uint32_t crc0 = pk.icrc_with(0);
     int wrong = 0;
     for (uint32_t id = 0; id < 65536; id += (id < 300 ? 1 : 97)) {
-      f.id = uint16_t(id);
-      build_ipv4_udp(f, len + kIcrcBytes, nullptr, ip, udp);
-      const uint32_t carried = icrc(ip, udp, ib);
+      const uint32_t carried = pk.icrc_with(uint16_t(id));
       if (icrc_ipv4_id_solve(crc0, carried, len) != int(id)) ++wrong;
       if ((crc0 ^ icrc_ipv4_id_delta(uint16_t(id), len)) != carried) ++wrong;
     }
-    f.id = 0xffff;
-    build_ipv4_udp(f, len + kIcrcBytes, nullptr, ip, udp);
-    EXPECT_EQ(icrc_ipv4_id_solve(crc0, icrc(ip, udp, ib), len), 0xffff) << len;
+    EXPECT_EQ(icrc_ipv4_id_solve(crc0, pk.icrc_with(0xffff), len), 0xffff) << len;
     EXPECT_EQ(wrong, 0) << len;
   }
 }
@@ -256,28 +264,17 @@ TEST(WireIcrc, IdentificationRecoveredFromTheIcrc) {
   // computed with, without a second pass over the packet.
   std::mt19937 rng(7);
   for (size_t len : {28u, 44u, 300u, 1040u, 4112u, 4124u}) {
-    std::vector<uint8_t> ib(len);
-    for (auto& x : ib) x = uint8_t(rng());
-    ib[0] = 0x0a;  // RC RDMA WRITE MIDDLE
-    Ipv4UdpFields f;
-    f.src = 0x0100000a;
-    f.dst = 0x0200000a;
-    f.sport = 0xc123;
-    uint8_t ip[20], udp[8];
-    build_ipv4_udp(f, len + kIcrcBytes, nullptr, ip, udp);
-    const uint32_t crc0 = icrc(ip, udp, ib);
+    IdSample pk(len, rng, 0xc123);
+    pk.ib[0] = 0x0a;  // RC RDMA WRITE MIDDLE
+    const uint32_t crc0 = pk.icrc_with(0);
     for (uint32_t id : {0u, 1u, 2u, 5u, 14u, 15u, 32u, 63u, 64u, 100u, 0x1234u}) {
-      f.id = uint16_t(id);
-      build_ipv4_udp(f, len + kIcrcBytes, nullptr, ip, udp);
-      const uint32_t carried = icrc(ip, udp, ib);
+      const uint32_t carried = pk.icrc_with(uint16_t(id));
       EXPECT_EQ(icrc_ipv4_id(crc0, carried, len, 64), id < 64 ? int(id) : -1) << len << " " << id;
       EXPECT_EQ(icrc_ipv4_id(crc0, carried, len, 15), id < 15 ? int(id) : -1) << len << " " << id;
       // A corrupted payload is not mistaken for another identification.
-      ib[len / 2] ^= 0x10;
-      f.id = 0;
-      build_ipv4_udp(f, len + kIcrcBytes, nullptr, ip, udp);
-      EXPECT_EQ(icrc_ipv4_id(icrc(ip, udp, ib), carried, len, 64), -1) << len << " " << id;
-      ib[len / 2] ^= 0x10;
+      pk.ib[len / 2] ^= 0x10;
+      EXPECT_EQ(icrc_ipv4_id(pk.icrc_with(0), carried, len, 64), -1) << len << " " << id;
+      pk.ib[len / 2] ^= 0x10;
     }
   }
 }
