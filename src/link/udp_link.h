@@ -21,6 +21,7 @@
 // network order, ports host order.
 #pragma once
 
+#include <arpa/inet.h>
 #include <netinet/in.h>
 
 #include <cstdint>
@@ -40,6 +41,16 @@ struct UdpAddr {
   uint32_t ip = 0;  // network order
   uint16_t port = 0;
 };
+
+inline bool same_addr(const UdpAddr& a, const UdpAddr& b) { return a.ip == b.ip && a.port == b.port; }
+
+inline sockaddr_in sockaddr_of(const UdpAddr& a) {
+  sockaddr_in s{};
+  s.sin_family = AF_INET;
+  s.sin_addr.s_addr = a.ip;
+  s.sin_port = htons(a.port);
+  return s;
+}
 
 class UdpEndpoint {
  public:
