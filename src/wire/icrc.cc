@@ -59,15 +59,14 @@ uint32_t icrc(std::span<const uint8_t> ip, std::span<const uint8_t> udp, std::sp
 }
 
 namespace {
-/// For packets of one length: the ICRC difference each bit of the IPv4
-/// identification makes (the CRC is linear: two packets that differ only in
+/// For packets of one length: the ICRC differences the 16 bits of the IPv4
+/// identification make (the CRC is linear: two packets that differ only in
 /// the identification x differ in their CRC by CRC(x, zero start, no final
 /// inversion) advanced over the bytes after the field, zlib's
-/// crc32_combine operator), and the same 16 vectors in echelon form, to
-/// solve for x: pivot bit, vector, and which identification bits make it.
+/// crc32_combine operator), in echelon form, to solve for x: pivot bit,
+/// vector, and which identification bits make it.
 struct IdBasis {
   size_t after = SIZE_MAX;
-  uint32_t bit[16];
   uint32_t pbit[16], pvec[16];
   uint16_t pmask[16];
   int n = 0;
@@ -87,16 +86,17 @@ const IdBasis& id_basis(size_t ib_len) {
   IdBasis& b = cache[victim];
   victim = (victim + 1) % kWays;
   const uLong op = crc32_combine_gen(z_off_t(after));
+  uint32_t bit[16];
   const uint8_t zero[2] = {0, 0};
   const uint32_t base = uint32_t(crc32(0, zero, 2));
   for (int i = 0; i < 16; ++i) {
     // Big-endian on the wire: bits 0-7 in the second byte.
     const uint8_t field[2] = {uint8_t(i >= 8 ? 1u << (i - 8) : 0), uint8_t(i < 8 ? 1u << i : 0)};
-    b.bit[i] = uint32_t(crc32_combine_op(crc32(0, field, 2) ^ base, 0, op));
+    bit[i] = uint32_t(crc32_combine_op(crc32(0, field, 2) ^ base, 0, op));
   }
   b.n = 0;
   for (int i = 0; i < 16; ++i) {
-    uint32_t v = b.bit[i];
+    uint32_t v = bit[i];
     uint16_t m = uint16_t(1u << i);
     for (int j = 0; j < b.n; ++j)
       if (v & b.pbit[j]) {
@@ -113,14 +113,6 @@ const IdBasis& id_basis(size_t ib_len) {
   return b;
 }
 }  // namespace
-
-uint32_t icrc_ipv4_id_delta(uint16_t id, size_t ib_len) {
-  if (!id) return 0;
-  const IdBasis& b = id_basis(ib_len);
-  uint32_t d = 0;
-  for (unsigned x = id; x; x &= x - 1) d ^= b.bit[__builtin_ctz(x)];
-  return d;
-}
 
 int icrc_ipv4_id_solve(uint32_t crc0, uint32_t carried, size_t ib_len) {
   uint32_t t = crc0 ^ carried;

@@ -36,10 +36,6 @@ int icrc_ipv4_id(uint32_t crc0, uint32_t carried, size_t ib_len, int limit);
 /// 1 / 2^16 chance: the caller narrows it (link/udp_link.cc).
 int icrc_ipv4_id_solve(uint32_t crc0, uint32_t carried, size_t ib_len);
 
-/// What to XOR into the ICRC computed with identification 0 to get the one
-/// for identification `id` (same packet, `ib_len` bytes of ib span).
-uint32_t icrc_ipv4_id_delta(uint16_t id, size_t ib_len);
-
 /// Stores the ICRC as the wire carries it (little-endian) / reads it back.
 inline void put_icrc(uint8_t* p, uint32_t v) {
   p[0] = uint8_t(v);
