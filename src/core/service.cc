@@ -176,10 +176,10 @@ void Service::poke() {
 void Service::loop() {
   State& s = st();
   uint64_t last_sweep = now_ns();
-  std::unique_lock<std::mutex> gate(s.fork_mu, std::defer_lock);
+  std::unique_lock<std::mutex> gate(s.fork_mu);
+  s.fork_gate.running();
   for (;;) {
     if (!gate.owns_lock()) gate.lock();
-    s.fork_gate.running();
     int dfd;
     {
       std::lock_guard<std::mutex> g(s.mu);

@@ -37,7 +37,6 @@ bool UdpEndpoint::learn_id() {
   // datagram as the device got it, link, IPv4 and UDP headers included
   // (unprivileged unless net.core.tstamp_allow_data is 0). A connected
   // socket numbers every datagram it sends, to its peer or not.
-  id_known_ = false;
   const int sink = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (sink < 0) return false;
   sockaddr_in sa = sockaddr_of(UdpAddr{local_.ip, 0});
@@ -86,18 +85,16 @@ bool UdpEndpoint::learn_id() {
   for (uint8_t d[64]; recv(fd_, d, sizeof(d), MSG_ERRQUEUE | MSG_DONTWAIT) >= 0;) {
   }
   close(sink);
-  id_known_ = found;
   return found;
 }
 
-void UdpEndpoint::prime(const uint8_t* d, size_t len) {
+void UdpEndpoint::prime(uint8_t* d, size_t len) {
   // A receiver believes a counter it has not seen yet only from two
   // datagrams in a row (see id_ok): the first datagram goes twice. To RC a
   // copy is a duplicate; the receiver drops this one, unproven.
   primed_ = true;
-  tx_.assign(d, d + len);
-  seal(tx_.data(), tx_.size(), peer_, next_id_, false);
-  transmit(tx_, peer_);
+  seal(d, len, peer_, next_id_, false);
+  transmit({d, len}, peer_);
 }
 
 bool UdpEndpoint::id_ok(const UdpAddr& src, uint16_t id) {

@@ -172,13 +172,9 @@ Status UdpEndpoint::send(wire::Packet& p, const UdpAddr& to) {
     if (queue_len_ >= kQueueBytes) send_queued();
     return Status::ok();
   }
-  if (peer_.ip && !primed_) {
-    std::vector<uint8_t> first(n + wire::kIcrcBytes);
-    if (wire::encode(p, first.data(), first.size()) != n) return Status(EINVAL);
-    prime(first.data(), first.size());
-  }
   tx_.resize(n + wire::kIcrcBytes);
   if (wire::encode(p, tx_.data(), tx_.size()) != n) return Status(EINVAL);
+  if (peer_.ip && !primed_) prime(tx_.data(), tx_.size());
   seal(tx_.data(), tx_.size(), to, peer_.ip ? next_id_ : 0, true);
   if (faults_)
     faults_->process(tx_, emit_to(), pack(to));

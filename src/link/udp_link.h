@@ -133,8 +133,9 @@ class UdpEndpoint {
   bool learn_id();
   /// Connected sender: the identification of datagram `k` from now.
   uint16_t id_ahead(size_t k) const { return uint16_t(next_id_ + k); }
-  /// Connected sender, first datagram: sent once more before (see send_queued()).
-  void prime(const uint8_t* d, size_t len);
+  /// Connected sender, first datagram: sends the encoded packet d[0, len)
+  /// once more before it goes (sealed here; the caller seals it again).
+  void prime(uint8_t* d, size_t len);
   /// After a send error Linux may or may not have counted the datagram.
   void send_failed(int err);
   /// Receiving: whether identification `id` from `src` is believable (see deliver()).
@@ -156,7 +157,6 @@ class UdpEndpoint {
   // Sending on a connected socket.
   UdpAddr peer_;          // ip 0: unconnected
   uint16_t next_id_ = 0;  // what Linux gives the next datagram
-  bool id_known_ = false;
   bool primed_ = false;
   // Receiving: the counters of connected senders, a few flows per socket.
   UdpAddr from_;  // connect_to: every datagram comes from there
