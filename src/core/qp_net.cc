@@ -223,7 +223,6 @@ Status Qp::net_post(const SendWqe& w) {
       memcpy(q.owned.data() + at, loc[i].iov_base, loc[i].iov_len);
       at += loc[i].iov_len;
     }
-    if (len) q.local.push_back(iovec{q.owned.data(), size_t(len)});
   } else {
     q.local.assign(loc, loc + nl);
   }

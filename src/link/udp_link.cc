@@ -185,11 +185,12 @@ Status UdpEndpoint::send(wire::Packet& p, const UdpAddr& to) {
 
 void UdpEndpoint::seal(uint8_t* d, size_t len, const UdpAddr& to, uint16_t id, bool capture) {
   const size_t n = len - wire::kIcrcBytes;
-  uint8_t hdr[28];
-  const bool captured = capture && capture_;
-  headers_for(local_, to, len, hdr, hdr + 20, id, captured);
-  wire::put_icrc(d + n, wire::icrc({hdr, 20}, {hdr + 20, 8}, {d, n}));
-  if (captured) capture_->write({hdr, 28}, {d, len}, wall_ns(), true);
+  wire::put_icrc(d + n, icrc_.compute({local_.ip, to.ip, local_.port, to.port}, id, {d, n}));
+  if (capture && capture_) {
+    uint8_t hdr[28];
+    headers_for(local_, to, len, hdr, hdr + 20, id, true);
+    capture_->write({hdr, 28}, {d, len}, wall_ns(), true);
+  }
 }
 
 void UdpEndpoint::send_queued() {
@@ -382,11 +383,8 @@ void UdpEndpoint::deliver(const uint8_t* d, size_t len, size_t seg, const UdpAdd
       ++stats_.bad_icrc;
       continue;
     }
-    uint8_t hdr[28];
-    headers_for(src, dst, n, hdr, hdr + 20);
     const size_t ib = n - wire::kIcrcBytes;
-    const int id =
-        wire::icrc_ipv4_id_solve(wire::icrc({hdr, 20}, {hdr + 20, 8}, {p, ib}), wire::get_icrc(p + ib), ib);
+    const int id = icrc_.solve({src.ip, dst.ip, src.port, dst.port}, {p, ib}, wire::get_icrc(p + ib));
     if (id < 0) {
       ++stats_.bad_icrc;  // IBA C17-? : a packet with a bad ICRC is dropped silently
       continue;
@@ -398,6 +396,7 @@ void UdpEndpoint::deliver(const uint8_t* d, size_t len, size_t seg, const UdpAdd
     // Captured once it is known to be a RoCE packet (what failed the ICRC is
     // only counted: the capture shows what the transport saw).
     if (capture_) {
+      uint8_t hdr[28];
       headers_for(src, dst, n, hdr, hdr + 20, uint16_t(id), true);
       capture_->write({hdr, 28}, {p, n}, wall_ns(), false);
     }

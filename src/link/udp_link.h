@@ -32,6 +32,7 @@
 
 #include "common/status.h"
 #include "link/fault_injector.h"
+#include "wire/icrc.h"
 #include "wire/packet.h"
 #include "wire/pcap_writer.h"
 
@@ -146,6 +147,7 @@ class UdpEndpoint {
   Stats stats_;
   std::unique_ptr<FaultInjector> faults_;
   std::shared_ptr<wire::PcapWriter> capture_;
+  wire::Ipv4Icrc icrc_;  // this endpoint's flows' ICRCs (seal, deliver)
   std::vector<uint8_t> tx_;
   std::vector<uint8_t> rx_;
   bool quiet_ = false;  // see poll()

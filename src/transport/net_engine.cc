@@ -197,7 +197,7 @@ void NetEngine::kick(uint64_t deadline) {
   // An application that polls runs due timers itself (poll_now), and wakes
   // this thread when it stops to wait (app_sleeps): no system call here.
   const uint64_t app = s.app_poll_ns.load(std::memory_order_relaxed);
-  if (app && now_ns() - app < kAppPollGraceNs) return;
+  if (app && fast_now_ns() - app < kAppPollGraceNs) return;
   s.planned_wake.store(deadline, std::memory_order_relaxed);
   uint64_t one = 1;
   ssize_t w = write(s.wake, &one, sizeof(one));
@@ -284,7 +284,7 @@ int NetEngine::round(const int* ready, int n, bool* drained, bool ack_per_batch)
 
 void NetEngine::catch_up_slow() {
   EState& s = es();
-  if (now_ns() - s.drained_ns.load(std::memory_order_relaxed) < kCatchUpFreshNs) return;
+  if (fast_now_ns() - s.drained_ns.load(std::memory_order_relaxed) < kCatchUpFreshNs) return;
   // Whoever else is handling packets finishes first (their packets came
   // earlier); then whatever is still queued.
   std::lock_guard<std::mutex> g(s.run_mu);
@@ -295,7 +295,7 @@ void NetEngine::catch_up_slow() {
   // else would send them soon (the 10^6-message flood stalled on exactly
   // that). A younger one waits for the post that usually follows a posted
   // receive (a ping-pong's reply): both leave in one system call.
-  const uint64_t held_before = now_ns() - kAckHoldNs;
+  const uint64_t held_before = fast_now_ns() - kAckHoldNs;
   for (NetQp* q : s.slots)
     if (q) q->flush_acks(held_before);
   if (m) round(ready, m);
@@ -309,19 +309,19 @@ void NetEngine::app_sleeps() {
   (void)w;
 }
 
-void NetEngine::app_posts() { es().app_poll_ns.store(now_ns(), std::memory_order_relaxed); }
+void NetEngine::app_posts() { es().app_poll_ns.store(fast_now_ns(), std::memory_order_relaxed); }
 
 bool NetEngine::poll_now() {
   EState& s = es();
   if (s.n_active.load(std::memory_order_relaxed) == 0) return false;
-  const uint64_t now = now_ns();
+  const uint64_t now = fast_now_ns();
   s.app_poll_ns.store(now, std::memory_order_relaxed);
   std::unique_lock<std::mutex> g(s.run_mu, std::try_to_lock);
   if (!g.owns_lock()) {
     // The engine thread has it. On the application's own core it may have
     // been preempted while holding it: let it finish instead of spinning
     // through the rest of a scheduler slice (milliseconds, seen).
-    static thread_local unsigned busy = 0;
+    __attribute__((tls_model("initial-exec"))) static thread_local unsigned busy = 0;
     if (++busy % 16 == 0) sched_yield();
     return false;
   }
@@ -372,7 +372,7 @@ void NetEngine::loop() {
     s.fork_gate.running();
   }
   for (;;) {
-    uint64_t now = now_ns();
+    uint64_t now = fast_now_ns();
     const uint64_t app = s.app_poll_ns.load(std::memory_order_relaxed);
     const uint64_t app_read = s.app_read_ns.load(std::memory_order_relaxed);
     const bool app_polls = app && now - app < kAppPollGraceNs;
@@ -458,15 +458,15 @@ void NetEngine::loop() {
     // wake-up per packet costs more than the packet), at most kSpinIdleNs
     // past the last one, and not while the application polls itself.
     g.unlock();
-    for (uint64_t last = now_ns(); now_ns() - last < kSpinIdleNs;) {
+    for (uint64_t last = fast_now_ns(); fast_now_ns() - last < kSpinIdleNs;) {
       const uint64_t app_now = s.app_poll_ns.load(std::memory_order_relaxed);
-      if (app_now && now_ns() - app_now < kAppPollGraceNs) break;
+      if (app_now && fast_now_ns() - app_now < kAppPollGraceNs) break;
       std::lock_guard<std::mutex> sg(s.run_mu);
       int all[kMaxEvents];
       int k = 0;
       for (size_t i = 0; i < s.slots.size() && k < kMaxEvents; ++i)
         if (s.slots[i]) all[k++] = int(i);
-      if (round(all, k) > 0) last = now_ns();
+      if (round(all, k) > 0) last = fast_now_ns();
     }
   }
 }

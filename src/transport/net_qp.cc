@@ -32,7 +32,7 @@ class NetQp::Call {
 
  private:
   NetQp* q_;
-  std::lock_guard<std::mutex> g_;
+  std::lock_guard<SpinLock> g_;
 };
 
 uint16_t udp_sport(uint32_t flow_label, uint32_t lqpn, uint32_t rqpn) {
@@ -226,10 +226,10 @@ void NetQp::start_requester(const RequesterConfig& c) {
 void NetQp::drain(bool on, std::function<void()> drained) {
   Call call(this);
   drained_ = std::move(drained);
-  if (req_ && !flushed_) req_->drain(on, now_ns());
+  if (req_ && !flushed_) req_->drain(on, fast_now_ns());
 }
 
-void NetQp::post(SqWqe w) {
+void NetQp::post(SqWqe&& w) {
   Call call(this);
   if (!req_ || flushed_) {
     w.signaled = true;
@@ -239,7 +239,7 @@ void NetQp::post(SqWqe w) {
     // reply); the held ACK (responder's, other direction) right after.
     const bool held = ack_held_;
     ack_held_ = false;  // the requester's packets must not send it first
-    req_->post(std::move(w), now_ns());
+    req_->post(std::move(w), fast_now_ns());
     if (held) (void)tx_->send(held_ack_, peer_);
   }
 }
@@ -250,7 +250,7 @@ void NetQp::send_ud(uint32_t dst_ip, uint32_t dest_qpn, uint32_t qkey, bool has_
   p.bth.opcode = wire::opcode(wire::Service::kUd, has_imm ? wire::kSendOnlyImm : wire::kSendOnly);
   p.bth.dest_qp = dest_qpn;
   p.bth.solicited = solicited;
-  std::lock_guard<std::mutex> g(mu_);
+  std::lock_guard<SpinLock> g(mu_);
   p.bth.psn = ud_psn_;
   ud_psn_ = (ud_psn_ + 1) & 0xffffff;
   p.qkey = qkey;
@@ -285,7 +285,7 @@ void NetQp::on_packet(const wire::Packet& p, const link::UdpAddr& from, const li
     if (rc_resp_) rc_resp_->on_request(p);
     if (uc_resp_) uc_resp_->on_request(p);
   } else if (req_) {
-    req_->on_response(p, now_ns());
+    req_->on_response(p, fast_now_ns());
   }
 }
 
@@ -302,7 +302,7 @@ void NetQp::flush() {
 }
 
 NetQp::Last NetQp::release_for_linger() {
-  std::lock_guard<std::mutex> g(mu_);
+  std::lock_guard<SpinLock> g(mu_);
   Last l;
   if (!rc_resp_ || rc_resp_->epsn() == cfg_.resp.epsn) return l;
   l.any = true;
@@ -315,19 +315,19 @@ NetQp::Last NetQp::release_for_linger() {
 }
 
 void NetQp::flush_link() {
-  std::lock_guard<std::mutex> g(mu_);
+  std::lock_guard<SpinLock> g(mu_);
   tx_->flush();
 }
 
 namespace {
-thread_local bool t_defer_acks = false;
+__attribute__((tls_model("initial-exec"))) thread_local bool t_defer_acks = false;
 }
 
 void NetQp::defer_acks(bool on) { t_defer_acks = on; }
 
 void NetQp::flush_acks(uint64_t held_before) {
   if (!ack_held_.load(std::memory_order_relaxed)) return;  // the common case: no lock
-  std::lock_guard<std::mutex> g(mu_);
+  std::lock_guard<SpinLock> g(mu_);
   if (ack_held_ && ack_held_since_ <= held_before) send_held_ack();
 }
 
@@ -342,7 +342,7 @@ void NetQp::send(wire::Packet& p) {
                          wire::ack_type(p.syndrome) == wire::AckType::kAck && p.payload.empty();
   if (plain_ack && t_defer_acks) {
     held_ack_ = p;  // ACKs are cumulative: the latest covers the ones before
-    if (!ack_held_) ack_held_since_ = now_ns();
+    if (!ack_held_) ack_held_since_ = fast_now_ns();
     ack_held_ = true;
     return;
   }

@@ -21,7 +21,7 @@ uint32_t total_of(MsgKind k, uint32_t npsn, uint32_t len, uint32_t pmtu) {
 }
 
 /// Copies message bytes [off, off+n) out of a gather list.
-void gather(const std::vector<iovec>& v, uint64_t off, uint32_t n, uint8_t* out) {
+void gather(std::span<const iovec> v, uint64_t off, uint32_t n, uint8_t* out) {
   for (const iovec& e : v) {
     if (!n) return;
     if (off >= e.iov_len) {
@@ -37,7 +37,7 @@ void gather(const std::vector<iovec>& v, uint64_t off, uint32_t n, uint8_t* out)
 }
 
 /// Where message bytes [off, off+n) are, if one gather entry holds them all.
-const uint8_t* contiguous(const std::vector<iovec>& v, uint64_t off, uint32_t n) {
+const uint8_t* contiguous(std::span<const iovec> v, uint64_t off, uint32_t n) {
   for (const iovec& e : v) {
     if (off >= e.iov_len) {
       off -= e.iov_len;
@@ -50,7 +50,7 @@ const uint8_t* contiguous(const std::vector<iovec>& v, uint64_t off, uint32_t n)
 
 }  // namespace
 
-void RcRequester::post(SqWqe w, uint64_t now) {
+void RcRequester::post(SqWqe&& w, uint64_t now) {
   if (failed_) {
     env_->complete(w, WcStatus::kWrFlushErr, 0);
     return;
@@ -60,13 +60,12 @@ void RcRequester::post(SqWqe w, uint64_t now) {
     env_->complete(w, WcStatus::kLocQpOpErr, 0);
     return;
   }
-  Entry e;
+  Entry& e = q_.emplace_back();
   e.w = std::move(w);
   if (is_atomic(e.w.kind)) e.w.len = 8;
   e.first_psn = next_psn_;
   e.npsn = psns_for(e.w.kind, e.w.len, cfg_.pmtu);
   next_psn_ = psn_add(next_psn_, e.npsn);
-  q_.push_back(std::move(e));
   pump(now);
 }
 
@@ -93,11 +92,13 @@ void RcRequester::send_packet(Entry& e, uint32_t i, bool ask_ack) {
   if (s.len) {
     // Bytes within one gather entry (the usual case) go straight from there
     // into the datagram (the link copies them while this call runs).
-    if (const uint8_t* at = contiguous(w.local, s.offset, s.len)) {
+    if (!w.owned.empty()) {
+      p.payload = std::span<const uint8_t>(w.owned.data() + s.offset, s.len);  // inline data
+    } else if (const uint8_t* at = contiguous({w.local.data(), w.local.size()}, s.offset, s.len)) {
       p.payload = std::span<const uint8_t>(at, s.len);
     } else {
       scratch_.resize(s.len);
-      gather(w.local, s.offset, s.len, scratch_.data());
+      gather({w.local.data(), w.local.size()}, s.offset, s.len, scratch_.data());
       p.payload = scratch_;
     }
   }

@@ -16,6 +16,7 @@
 #include <span>
 #include <vector>
 
+#include "common/small_vec.h"
 #include "core/types.h"
 #include "transport/packetizer.h"
 #include "wire/packet.h"
@@ -29,14 +30,16 @@ struct SqWqe {
   bool signaled = true;
   bool solicited = false;
   bool fence = false;
-  uint32_t len = 0;          // message bytes (atomics: 8)
-  std::vector<iovec> local;  // gather list (SEND/WRITE) or scatter list (READ, atomic result)
+  uint32_t len = 0;  // message bytes (atomics: 8)
+  /// Gather list (SEND/WRITE) or scatter list (READ, atomic result); empty
+  /// for inline data.
+  SmallVec<iovec, 2> local;
   uint64_t remote_va = 0;
   uint32_t rkey = 0;
   uint32_t imm = 0;  // network order
   uint32_t inv_rkey = 0;
   uint64_t compare_add = 0, swap = 0;
-  std::vector<uint8_t> owned;  // inline data: `local` points here
+  SmallVec<uint8_t, 32> owned;  // inline data (a copy: the caller's buffer is theirs again)
 };
 
 class RequesterEnv {
@@ -80,7 +83,7 @@ class RcRequester {
   RcRequester(const RequesterConfig& cfg, RequesterEnv* env)
       : cfg_(cfg), env_(env), next_psn_(cfg.sq_psn), una_(cfg.sq_psn) {}
   /// Queues a WQE and sends what the window allows.
-  void post(SqWqe w, uint64_t now_ns);
+  void post(SqWqe&& w, uint64_t now_ns);
   /// One decoded response packet addressed to this QP.
   void on_response(const wire::Packet& p, uint64_t now_ns);
   /// Retransmission and RNR timers; call at or after next_deadline().

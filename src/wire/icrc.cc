@@ -5,7 +5,11 @@
 #endif
 #include <zlib.h>
 
+#include <atomic>
 #include <cstring>
+
+#include "wire/ipv4.h"
+#include "wire/opcodes.h"
 
 namespace uroce::wire {
 
@@ -58,73 +62,148 @@ uint32_t icrc(std::span<const uint8_t> ip, std::span<const uint8_t> udp, std::sp
   return crc;
 }
 
-namespace {
 /// For packets of one length: the ICRC differences the 16 bits of the IPv4
 /// identification make (the CRC is linear: two packets that differ only in
 /// the identification x differ in their CRC by CRC(x, zero start, no final
 /// inversion) advanced over the bytes after the field, zlib's
-/// crc32_combine operator), in echelon form, to solve for x: pivot bit,
-/// vector, and which identification bits make it.
-struct IdBasis {
-  size_t after = SIZE_MAX;
+/// crc32_combine operator): `bit`, and in echelon form, to solve for x:
+/// pivot bit, vector, and which identification bits make it.
+struct Ipv4Icrc::IdBasis {
+  uint32_t bit[16];
   uint32_t pbit[16], pvec[16];
   uint16_t pmask[16];
   int n = 0;
 };
 
-const IdBasis& id_basis(size_t ib_len) {
+namespace {
+
+using IdBasis = Ipv4Icrc::IdBasis;
+
+void build_basis(size_t ib_len, IdBasis* b) {
   constexpr size_t kAfterId = 14 + 8;  // the rest of the IPv4 header, the UDP header
-  // A few lengths at once: a flow's requests and the ACKs coming back, a
-  // transfer's full packets and its last one. Building one costs ~16 zlib
-  // combine operations (microseconds); using it, 16 conditional XORs.
-  constexpr int kWays = 8;
-  thread_local IdBasis cache[kWays];
-  thread_local int victim = 0;
-  const size_t after = kAfterId + ib_len;
-  for (const IdBasis& c : cache)
-    if (c.after == after) return c;
-  IdBasis& b = cache[victim];
-  victim = (victim + 1) % kWays;
-  const uLong op = crc32_combine_gen(z_off_t(after));
-  uint32_t bit[16];
+  const uLong op = crc32_combine_gen(z_off_t(kAfterId + ib_len));
   const uint8_t zero[2] = {0, 0};
   const uint32_t base = uint32_t(crc32(0, zero, 2));
   for (int i = 0; i < 16; ++i) {
     // Big-endian on the wire: bits 0-7 in the second byte.
     const uint8_t field[2] = {uint8_t(i >= 8 ? 1u << (i - 8) : 0), uint8_t(i < 8 ? 1u << i : 0)};
-    bit[i] = uint32_t(crc32_combine_op(crc32(0, field, 2) ^ base, 0, op));
+    b->bit[i] = uint32_t(crc32_combine_op(crc32(0, field, 2) ^ base, 0, op));
   }
-  b.n = 0;
+  b->n = 0;
   for (int i = 0; i < 16; ++i) {
-    uint32_t v = bit[i];
+    uint32_t v = b->bit[i];
     uint16_t m = uint16_t(1u << i);
-    for (int j = 0; j < b.n; ++j)
-      if (v & b.pbit[j]) {
-        v ^= b.pvec[j];
-        m ^= b.pmask[j];
+    for (int j = 0; j < b->n; ++j)
+      if (v & b->pbit[j]) {
+        v ^= b->pvec[j];
+        m ^= b->pmask[j];
       }
     if (!v) continue;  // dependent (never seen for CRC-32: it catches every 16-bit burst)
-    b.pbit[b.n] = v & (~v + 1);
-    b.pvec[b.n] = v;
-    b.pmask[b.n] = m;
-    ++b.n;
+    b->pbit[b->n] = v & (~v + 1);
+    b->pvec[b->n] = v;
+    b->pmask[b->n] = m;
+    ++b->n;
   }
-  b.after = after;
-  return b;
 }
+
+// Every packet a path MTU allows (BTH, extended headers, 4096 bytes of
+// payload, pad) is shorter than this.
+constexpr size_t kKnownLengths = 4096 + 256;
+
+/// The basis for packets of `ib_len` (< kKnownLengths) bytes: built once per
+/// length for the process (~16 zlib combine operations, microseconds), then
+/// read without locks.
+const IdBasis& basis_for(size_t ib_len) {
+  static std::atomic<const IdBasis*> known[kKnownLengths];
+  if (const IdBasis* b = known[ib_len].load(std::memory_order_acquire)) return *b;
+  auto* b = new IdBasis();  // lives for the process
+  build_basis(ib_len, b);
+  const IdBasis* expected = nullptr;
+  if (known[ib_len].compare_exchange_strong(expected, b, std::memory_order_acq_rel)) return *b;
+  delete b;  // another thread was first
+  return *expected;
+}
+
+/// The identification whose ICRC difference is `t`, or -1. Branch-free:
+/// the bits of t are data (mispredicted branches cost more than the XORs).
+int reduce(const IdBasis& b, uint32_t t) {
+  uint32_t x = 0;
+  for (int j = 0; j < b.n; ++j) {
+    const uint32_t take = 0u - uint32_t((t & b.pbit[j]) != 0);
+    t ^= b.pvec[j] & take;
+    x ^= b.pmask[j] & take;
+  }
+  return t ? -1 : int(x);
+}
+
+int solve_t(size_t ib_len, uint32_t t) {
+  if (!t) return 0;
+  if (ib_len < kKnownLengths) return reduce(basis_for(ib_len), t);
+  IdBasis b;  // no real packet is this long: not worth keeping
+  build_basis(ib_len, &b);
+  return reduce(b, t);
+}
+
+/// The CRC continued from `state` over `ib` with the BTH's resv8a byte masked.
+uint32_t crc_ib(uint32_t state, std::span<const uint8_t> ib) {
+  constexpr size_t kInline = 192;
+  uint8_t h[kInline];
+  const size_t head = ib.size() <= kInline ? ib.size() : 12;  // all of a small packet, else the BTH
+  memcpy(h, ib.data(), head);
+  if (head >= 5) h[4] = 0xff;  // BTH resv8a
+  uint32_t crc = crc32_more(state, h, head);
+  if (head < ib.size()) crc = crc32_more(crc, ib.data() + head, ib.size() - head);
+  return crc;
+}
+
 }  // namespace
 
 int icrc_ipv4_id_solve(uint32_t crc0, uint32_t carried, size_t ib_len) {
-  uint32_t t = crc0 ^ carried;
-  if (!t) return 0;
-  const IdBasis& b = id_basis(ib_len);
-  uint16_t x = 0;
-  for (int j = 0; j < b.n; ++j)
-    if (t & b.pbit[j]) {
-      t ^= b.pvec[j];
-      x ^= b.pmask[j];
-    }
-  return t ? -1 : int(x);
+  return solve_t(ib_len, crc0 ^ carried);
+}
+
+const Ipv4Icrc::Entry& Ipv4Icrc::entry(const Flow& f, size_t ib_len) {
+  for (const Entry& e : e_)
+    if (e.ib_len == ib_len && e.f.src == f.src && e.f.dst == f.dst && e.f.sport == f.sport &&
+        e.f.dport == f.dport)
+      return e;
+  Entry& e = e_[victim_];
+  victim_ = (victim_ + 1) % (sizeof(e_) / sizeof(e_[0]));
+  // The 36 bytes in front of the BTH, masked, identification 0.
+  uint8_t h[8 + 20 + 8];
+  memset(h, 0xff, 8);
+  Ipv4UdpFields fields;
+  fields.src = f.src;
+  fields.dst = f.dst;
+  fields.sport = f.sport;
+  fields.dport = f.dport;
+  fields.header_checksum = false;
+  build_ipv4_udp(fields, ib_len + kIcrcBytes, nullptr, h + 8, h + 28);
+  h[8 + 1] = 0xff;               // TOS
+  h[8 + 8] = 0xff;               // TTL
+  h[8 + 10] = h[8 + 11] = 0xff;  // header checksum
+  h[28 + 6] = h[28 + 7] = 0xff;  // UDP checksum
+  e.f = f;
+  e.ib_len = ib_len;
+  e.state = crc32_more(0, h, sizeof(h));
+  return e;
+}
+
+uint32_t Ipv4Icrc::compute(const Flow& f, uint16_t id, std::span<const uint8_t> ib) {
+  uint32_t crc = crc_ib(entry(f, ib.size()).state, ib);
+  if (!id) return crc;
+  IdBasis spare;
+  const IdBasis* b = &spare;
+  if (ib.size() < kKnownLengths)
+    b = &basis_for(ib.size());
+  else
+    build_basis(ib.size(), &spare);
+  for (int i = 0; i < 16; ++i) crc ^= b->bit[i] & (0u - ((uint32_t(id) >> i) & 1u));
+  return crc;
+}
+
+int Ipv4Icrc::solve(const Flow& f, std::span<const uint8_t> ib, uint32_t carried) {
+  return solve_t(ib.size(), crc_ib(entry(f, ib.size()).state, ib) ^ carried);
 }
 
 int icrc_ipv4_id(uint32_t crc0, uint32_t carried, size_t ib_len, int limit) {

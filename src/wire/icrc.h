@@ -36,6 +36,39 @@ int icrc_ipv4_id(uint32_t crc0, uint32_t carried, size_t ib_len, int limit);
 /// 1 / 2^16 chance: the caller narrows it (link/udp_link.cc).
 int icrc_ipv4_id_solve(uint32_t crc0, uint32_t carried, size_t ib_len);
 
+/// ICRCs of RoCE v2 packets over IPv4 computed per flow: for a few recent
+/// (addresses, ports, length) keys it keeps the CRC state after the
+/// pseudo-LRH and the masked IPv4 (identification 0) and UDP headers, so a
+/// packet costs one CRC pass over its own bytes, and the identification
+/// enters through the CRC's linearity (no header is built). Same results as
+/// icrc() over headers from build_ipv4_udp (don't fragment, no options).
+/// One per user: not thread-safe.
+class Ipv4Icrc {
+ public:
+  struct Flow {
+    uint32_t src = 0, dst = 0;  // network order (as in in_addr.s_addr)
+    uint16_t sport = 0, dport = 0;
+  };
+  /// The ICRC of `ib` (BTH up to, not including, the ICRC) sent on `f` with identification `id`.
+  uint32_t compute(const Flow& f, uint16_t id, std::span<const uint8_t> ib);
+  /// The identification (0-65535) with which `ib` on `f` has the ICRC
+  /// `carried`, or -1 (icrc_ipv4_id_solve, without building the headers).
+  int solve(const Flow& f, std::span<const uint8_t> ib, uint32_t carried);
+
+  /// (Internal) the identification's effect on the ICRC for one length.
+  struct IdBasis;
+
+ private:
+  struct Entry {
+    Flow f;
+    size_t ib_len = SIZE_MAX;
+    uint32_t state = 0;  // the CRC after the 36 bytes in front of the BTH
+  };
+  const Entry& entry(const Flow& f, size_t ib_len);
+  Entry e_[4];
+  unsigned victim_ = 0;
+};
+
 /// Stores the ICRC as the wire carries it (little-endian) / reads it back.
 inline void put_icrc(uint8_t* p, uint32_t v) {
   p[0] = uint8_t(v);

@@ -175,7 +175,7 @@ TEST_F(RcRequesterTest, AsUcItSendsWithoutTheABitAndCompletesOnSending) {
   rd.wr_id = 2;
   rd.kind = MsgKind::kReadRequest;
   rd.len = 8;
-  uc.post(rd, 0);
+  uc.post(std::move(rd), 0);
   EXPECT_EQ(e.done.back(), std::make_pair(uint64_t(2), WcStatus::kLocQpOpErr));
 }
 
