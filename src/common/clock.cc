@@ -31,8 +31,10 @@ TscScale calibrate() {
     n1 = now_ns();
   } while (n1 - n0 < 100'000);  // bounded: CLOCK_MONOTONIC advances
   if (t1 <= t0) return s;
-  s.tsc0 = t1;
-  s.ns0 = n1;
+  // Anchored at the start: reads up to the calibration's length behind it
+  // (another CPU's TSC lagging a little) still map to later times.
+  s.tsc0 = t0;
+  s.ns0 = n0;
   s.mult = uint64_t(((unsigned __int128)(n1 - n0) << 32) / (t1 - t0));
   return s;
 }

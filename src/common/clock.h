@@ -32,7 +32,9 @@ const TscScale& tsc_scale();
 inline uint64_t fast_now_ns() {
   const detail::TscScale& s = detail::tsc_scale();
   if (!s.mult) return now_ns();
-  return s.ns0 + uint64_t((unsigned __int128)(__builtin_ia32_rdtsc() - s.tsc0) * s.mult >> 32);
+  // Signed: a CPU whose TSC lags the calibrating one a little must not wrap.
+  const int64_t d = int64_t(__builtin_ia32_rdtsc() - s.tsc0);
+  return s.ns0 + (d > 0 ? uint64_t((unsigned __int128)uint64_t(d) * s.mult >> 32) : 0);
 }
 
 /// Spin-wait hint for busy loops.

@@ -12,10 +12,10 @@
 #include <sys/uio.h>
 
 #include <cstdint>
-#include <deque>
 #include <span>
 #include <vector>
 
+#include "common/ring_queue.h"
 #include "common/small_vec.h"
 #include "core/types.h"
 #include "transport/packetizer.h"
@@ -135,9 +135,9 @@ class RcRequester {
 
   RequesterConfig cfg_;
   RequesterEnv* env_;
-  std::deque<Entry> q_;  // posted and not completed, in order
-  uint32_t next_psn_;    // PSN of the next new packet
-  uint32_t una_;         // every PSN before it is acknowledged (see ack_through)
+  RingQueue<Entry> q_;  // posted and not completed, in order
+  uint32_t next_psn_;   // PSN of the next new packet
+  uint32_t una_;        // every PSN before it is acknowledged (see ack_through)
   static constexpr uint32_t kMinWindow = 8;
   uint32_t cwnd_ = cfg_.window;  // the window in use (see RequesterConfig::window)
   uint32_t reads_out_ = 0;       // READ / atomic requests outstanding

@@ -162,8 +162,8 @@ int icrc_ipv4_id_solve(uint32_t crc0, uint32_t carried, size_t ib_len) {
   return solve_t(ib_len, crc0 ^ carried);
 }
 
-const Ipv4Icrc::Entry& Ipv4Icrc::entry(const Flow& f, size_t ib_len) {
-  for (const Entry& e : e_)
+Ipv4Icrc::Entry& Ipv4Icrc::entry(const Flow& f, size_t ib_len) {
+  for (Entry& e : e_)
     if (e.ib_len == ib_len && e.f.src == f.src && e.f.dst == f.dst && e.f.sport == f.sport &&
         e.f.dport == f.dport)
       return e;
@@ -186,24 +186,35 @@ const Ipv4Icrc::Entry& Ipv4Icrc::entry(const Flow& f, size_t ib_len) {
   e.f = f;
   e.ib_len = ib_len;
   e.state = crc32_more(0, h, sizeof(h));
+  e.basis = nullptr;
   return e;
 }
 
 uint32_t Ipv4Icrc::compute(const Flow& f, uint16_t id, std::span<const uint8_t> ib) {
-  uint32_t crc = crc_ib(entry(f, ib.size()).state, ib);
+  Entry& e = entry(f, ib.size());
+  uint32_t crc = crc_ib(e.state, ib);
   if (!id) return crc;
   IdBasis spare;
-  const IdBasis* b = &spare;
-  if (ib.size() < kKnownLengths)
-    b = &basis_for(ib.size());
-  else
-    build_basis(ib.size(), &spare);
+  const IdBasis* b = e.basis;
+  if (!b) {
+    if (ib.size() < kKnownLengths)
+      b = e.basis = &basis_for(ib.size());
+    else {
+      build_basis(ib.size(), &spare);
+      b = &spare;
+    }
+  }
   for (int i = 0; i < 16; ++i) crc ^= b->bit[i] & (0u - ((uint32_t(id) >> i) & 1u));
   return crc;
 }
 
 int Ipv4Icrc::solve(const Flow& f, std::span<const uint8_t> ib, uint32_t carried) {
-  return solve_t(ib.size(), crc_ib(entry(f, ib.size()).state, ib) ^ carried);
+  Entry& e = entry(f, ib.size());
+  const uint32_t t = crc_ib(e.state, ib) ^ carried;
+  if (!t) return 0;
+  if (ib.size() >= kKnownLengths) return solve_t(ib.size(), t);
+  if (!e.basis) e.basis = &basis_for(ib.size());
+  return reduce(*e.basis, t);
 }
 
 int icrc_ipv4_id(uint32_t crc0, uint32_t carried, size_t ib_len, int limit) {

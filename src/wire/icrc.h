@@ -62,9 +62,10 @@ class Ipv4Icrc {
   struct Entry {
     Flow f;
     size_t ib_len = SIZE_MAX;
-    uint32_t state = 0;  // the CRC after the 36 bytes in front of the BTH
+    uint32_t state = 0;              // the CRC after the 36 bytes in front of the BTH
+    const IdBasis* basis = nullptr;  // this length's, once needed
   };
-  const Entry& entry(const Flow& f, size_t ib_len);
+  Entry& entry(const Flow& f, size_t ib_len);
   Entry e_[4];
   unsigned victim_ = 0;
 };
