@@ -158,10 +158,6 @@ uint32_t crc_ib(uint32_t state, std::span<const uint8_t> ib) {
 
 }  // namespace
 
-int icrc_ipv4_id_solve(uint32_t crc0, uint32_t carried, size_t ib_len) {
-  return solve_t(ib_len, crc0 ^ carried);
-}
-
 Ipv4Icrc::Entry& Ipv4Icrc::entry(const Flow& f, size_t ib_len) {
   for (Entry& e : e_)
     if (e.ib_len == ib_len && e.f.src == f.src && e.f.dst == f.dst && e.f.sport == f.sport &&
@@ -215,11 +211,6 @@ int Ipv4Icrc::solve(const Flow& f, std::span<const uint8_t> ib, uint32_t carried
   if (ib.size() >= kKnownLengths) return solve_t(ib.size(), t);
   if (!e.basis) e.basis = &basis_for(ib.size());
   return reduce(*e.basis, t);
-}
-
-int icrc_ipv4_id(uint32_t crc0, uint32_t carried, size_t ib_len, int limit) {
-  const int x = icrc_ipv4_id_solve(crc0, carried, ib_len);
-  return x >= 0 && x < limit ? x : -1;
 }
 
 }  // namespace uroce::wire

@@ -16,26 +16,6 @@ namespace uroce::wire {
 /// `udp`: 8 bytes; `ib`: BTH up to, not including, the ICRC.
 uint32_t icrc(std::span<const uint8_t> ip, std::span<const uint8_t> udp, std::span<const uint8_t> ib);
 
-/// IPv4: which identification the sender's header carried. `crc0` is icrc()
-/// over the same packet with identification 0, `carried` the ICRC the packet
-/// carries, `ib_len` the ib span's size. Returns the identification in
-/// [0, limit) whose ICRC equals `carried`, or -1.
-///
-/// A datagram socket does not see the IP header, and Linux gives the
-/// datagrams one UDP GSO send is cut into the identifications 0, 1, 2, ...
-/// (an unconnected socket with IP_PMTUDISC_DO; docs/network-link.md). The
-/// CRC is linear, so the ICRC of identification x differs from crc0 by a
-/// value that depends only on x and on how many bytes follow the field: no
-/// second pass over the packet. Accepting 64 values instead of 1 leaves a
-/// corrupted packet a 64 / 2^32 chance of passing instead of 1 / 2^32.
-int icrc_ipv4_id(uint32_t crc0, uint32_t carried, size_t ib_len, int limit);
-
-/// Any identification (0-65535): the one whose ICRC equals `carried`, or -1.
-/// A connected socket's datagrams carry a per-socket counter that starts
-/// anywhere. Accepting every value would let a corrupted packet pass with a
-/// 1 / 2^16 chance: the caller narrows it (link/udp_link.cc).
-int icrc_ipv4_id_solve(uint32_t crc0, uint32_t carried, size_t ib_len);
-
 /// ICRCs of RoCE v2 packets over IPv4 computed per flow: for a few recent
 /// (addresses, ports, length) keys it keeps the CRC state after the
 /// pseudo-LRH and the masked IPv4 (identification 0) and UDP headers, so a
@@ -52,7 +32,14 @@ class Ipv4Icrc {
   /// The ICRC of `ib` (BTH up to, not including, the ICRC) sent on `f` with identification `id`.
   uint32_t compute(const Flow& f, uint16_t id, std::span<const uint8_t> ib);
   /// The identification (0-65535) with which `ib` on `f` has the ICRC
-  /// `carried`, or -1 (icrc_ipv4_id_solve, without building the headers).
+  /// `carried`, or -1. A datagram socket does not see the IP header, and a
+  /// connected socket's datagrams carry a per-socket counter that starts
+  /// anywhere (docs/network-link.md). The CRC is linear, so the ICRC of
+  /// identification x differs from identification 0's by a value that
+  /// depends only on x and the packet's length: 16 XORs against a reduced
+  /// basis, no second pass over the packet. Accepting every value lets a
+  /// corrupted packet pass with a 1 / 2^16 chance: the caller narrows it
+  /// (link/udp_ip_id.cc).
   int solve(const Flow& f, std::span<const uint8_t> ib, uint32_t carried);
 
   /// (Internal) the identification's effect on the ICRC for one length.
