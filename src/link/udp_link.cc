@@ -315,7 +315,7 @@ FaultInjector::Emit UdpEndpoint::emit_to() {
   };
 }
 
-int UdpEndpoint::poll(const OnPacket& on_packet, int max, bool* more) {
+int UdpEndpoint::poll(OnPacket on_packet, int max, bool* more) {
   mmsghdr msgs[kBatch];
   iovec iov[kBatch];
   sockaddr_in from[kBatch];
@@ -373,7 +373,7 @@ int UdpEndpoint::poll(const OnPacket& on_packet, int max, bool* more) {
 }
 
 void UdpEndpoint::deliver(const uint8_t* d, size_t len, size_t seg, const UdpAddr& src, const UdpAddr& dst,
-                          const OnPacket& on_packet) {
+                          OnPacket on_packet) {
   if (!seg || seg > len) seg = len;
   for (size_t at = 0; at < len; at += seg) {
     // The k-th packet of a GRO run (or of a GSO send cut up on the way)

@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "common/fn_ref.h"
 #include "common/status.h"
 #include "link/fault_injector.h"
 #include "wire/icrc.h"
@@ -78,7 +79,8 @@ class UdpEndpoint {
     uint64_t id_unproven = 0;   // receiving: identification that continues no known counter
   };
   /// A packet that passed its checks; `to` is the address it was sent to.
-  using OnPacket = std::function<void(const wire::Packet&, const UdpAddr& from, const UdpAddr& to)>;
+  /// Called for each packet a read delivers (a reference: it lives only for the call to poll()).
+  using OnPacket = FnRef<void(const wire::Packet&, const UdpAddr& from, const UdpAddr& to)>;
 
   /// Datagrams one poll() reads at most (each may hold a GRO run of packets).
   static constexpr int kBatch = 16;
@@ -106,7 +108,7 @@ class UdpEndpoint {
   /// Handles the datagrams already waiting (at most `max`); never blocks.
   /// Returns how many datagrams were read (a GRO run counts once); `more`:
   /// whether the socket may still hold some (the read was full).
-  int poll(const OnPacket& on_packet, int max = kBatch, bool* more = nullptr);
+  int poll(OnPacket on_packet, int max = kBatch, bool* more = nullptr);
   /// Sends a packet the fault injector still holds back (call when idle).
   void flush();
   int fd() const { return fd_; }
@@ -129,7 +131,7 @@ class UdpEndpoint {
   /// Hands one received datagram (a GRO run of `seg` bytes per packet when
   /// `seg` is set) to `on_packet`.
   void deliver(const uint8_t* d, size_t len, size_t seg, const UdpAddr& src, const UdpAddr& dst,
-               const OnPacket& on_packet);
+               OnPacket on_packet);
   /// Connected sender: learns the identification Linux gives the next datagram.
   bool learn_id();
   /// Connected sender: the identification of datagram `k` from now.

@@ -227,18 +227,20 @@ int NetEngine::round(const int* ready, int n, bool* drained, bool ack_per_batch)
   struct Batch {
     EState* s;
     bool ack_per_batch;
-    NetQp* touched[kMaxTouched];
+    NetQp* owner = nullptr;  // the socket's QP: most packets are for it
     int nt = 0;
     bool overflow = false;
-  } b{&s, ack_per_batch, {}};
-  // One pointer captured: the std::function poll() takes holds it in place
-  // (a lambda capturing more would cost a heap allocation per read, i.e. per
-  // poll of a spinning application).
-  const link::UdpEndpoint::OnPacket dispatch = [c = &b](const wire::Packet& p, const link::UdpAddr& from,
-                                                        const link::UdpAddr& to) {
-    auto it = c->s->by_qpn.find(p.bth.dest_qp);
-    if (it == c->s->by_qpn.end()) return;
-    NetQp* q = it->second;
+    NetQp* touched[kMaxTouched];  // [0, nt) only
+  } b;
+  b.s = &s;
+  b.ack_per_batch = ack_per_batch;
+  auto dispatch = [c = &b](const wire::Packet& p, const link::UdpAddr& from, const link::UdpAddr& to) {
+    NetQp* q = c->owner;
+    if (!q || q->qpn() != p.bth.dest_qp) {
+      auto it = c->s->by_qpn.find(p.bth.dest_qp);
+      if (it == c->s->by_qpn.end()) return;
+      q = it->second;
+    }
     q->on_packet(p, from, to);
     if (!c->ack_per_batch || (c->nt && c->touched[c->nt - 1] == q)) return;
     if (c->nt < kMaxTouched)
@@ -261,6 +263,7 @@ int NetEngine::round(const int* ready, int n, bool* drained, bool ack_per_batch)
     if (ready[i] < 0 || size_t(ready[i]) >= s.slots.size()) continue;
     NetQp* q = s.slots[size_t(ready[i])];
     if (!q) continue;
+    b.owner = q;
     for (int r = 0;; ++r) {
       bool more = false;
       const int k = q->rx().poll(dispatch, link::UdpEndpoint::kBatch, &more);
@@ -326,20 +329,19 @@ bool NetEngine::poll_now() {
     return false;
   }
   s.app_read_ns.store(now, std::memory_order_relaxed);
-  for (NetQp* q : s.slots)
-    if (q) q->flush_acks();  // what the previous poll held back
   // Which sockets to read: with a few, each (a receive call finds nothing
   // in ~0.3 us); with more, those one epoll_wait (~0.1 us) says are
   // readable. Asking epoll first costs a packet ~0.7 us more on its way in
   // (ib_send_lat 2 B, one QP: 4.8 -> 5.5 us).
   int ready[kMaxEvents];
   int n = 0;
-  if (s.n_active.load(std::memory_order_relaxed) <= kDirectReadSockets) {
-    for (size_t i = 0; i < s.slots.size() && n < kMaxEvents; ++i)
-      if (s.slots[i]) ready[n++] = int(i);
-  } else {
-    n = readable_slots(s, ready);
-  }
+  const bool direct = s.n_active.load(std::memory_order_relaxed) <= kDirectReadSockets;
+  for (size_t i = 0; i < s.slots.size(); ++i)
+    if (NetQp* q = s.slots[i]) {
+      q->flush_acks();  // what the previous poll held back
+      if (direct && n < kMaxEvents) ready[n++] = int(i);
+    }
+  if (!direct) n = readable_slots(s, ready);
   bool drained = n < kMaxEvents;
   int got = 0;
   if (n) {
