@@ -49,7 +49,6 @@ class SmallVec {
     reserve(n_ + 1);
     data()[n_++] = v;
   }
-  void clear() { n_ = 0; }
 
   T* data() { return heap_ ? heap_ : reinterpret_cast<T*>(in_); }
   const T* data() const { return heap_ ? heap_ : reinterpret_cast<const T*>(in_); }

@@ -365,8 +365,8 @@ void NetEngine::loop() {
   epoll_event evs[kMaxEvents];
   const bool faults = settings().faults.any();
   // While the application polls: how long this thread sleeps between looks
-  // (doubles while every look finds the application polling, back to
-  // kAppCheckNs when it does not).
+  // (doubles while the application has read the sockets itself since the
+  // previous look, back to kAppCheckNs when it has not).
   uint64_t check_ns = kAppCheckNs;
   uint64_t last_look = 0;
   {

@@ -24,14 +24,12 @@ inline uint32_t crc32_more(uint32_t crc, const uint8_t* p, size_t len) {
   return uint32_t(crc32(crc, p, uInt(len)));
 #endif
 }
-}  // namespace
 
-uint32_t icrc(std::span<const uint8_t> ip, std::span<const uint8_t> udp, std::span<const uint8_t> ib) {
-  // The masked headers and the start of the packet go into one buffer, so a
-  // small packet is one CRC call and a large one two (each call has a fixed
-  // cost that dominates below a few hundred bytes).
-  constexpr size_t kInline = 192;
-  uint8_t h[8 + 40 + 8 + kInline];
+/// The CRC over the 8 bytes of 0xFF standing in for the LRH and the IP and
+/// UDP headers with their variant fields masked: the state a packet's own
+/// bytes continue from.
+uint32_t header_crc(std::span<const uint8_t> ip, std::span<const uint8_t> udp) {
+  uint8_t h[8 + 40 + 8];
   memset(h, 0xff, 8);  // stands in for the LRH
   size_t n = 8;
   const size_t ip_len = ip.size() <= 40 ? ip.size() : 40;
@@ -53,13 +51,27 @@ uint32_t icrc(std::span<const uint8_t> ip, std::span<const uint8_t> udp, std::sp
   memcpy(u, udp.data(), udp.size() < 8 ? udp.size() : 8);
   u[6] = u[7] = 0xff;  // UDP checksum
   n += 8;
+  return crc32_more(0, h, n);
+}
+
+/// The CRC continued from `state` over `ib` with the BTH's resv8a byte
+/// masked: a small packet in one CRC call (each call has a fixed cost that
+/// dominates below a few hundred bytes), a large one in two.
+uint32_t crc_ib(uint32_t state, std::span<const uint8_t> ib) {
+  constexpr size_t kInline = 192;
+  uint8_t h[kInline];
   const size_t head = ib.size() <= kInline ? ib.size() : 12;  // all of a small packet, else the BTH
-  memcpy(h + n, ib.data(), head);
-  if (head >= 5) h[n + 4] = 0xff;  // BTH resv8a
-  n += head;
-  uint32_t crc = crc32_more(0, h, n);
+  memcpy(h, ib.data(), head);
+  if (head >= 5) h[4] = 0xff;  // BTH resv8a
+  uint32_t crc = crc32_more(state, h, head);
   if (head < ib.size()) crc = crc32_more(crc, ib.data() + head, ib.size() - head);
   return crc;
+}
+
+}  // namespace
+
+uint32_t icrc(std::span<const uint8_t> ip, std::span<const uint8_t> udp, std::span<const uint8_t> ib) {
+  return crc_ib(header_crc(ip, udp), ib);
 }
 
 /// For packets of one length: the ICRC differences the 16 bits of the IPv4
@@ -136,26 +148,6 @@ int reduce(const IdBasis& b, uint32_t t) {
   return t ? -1 : int(x);
 }
 
-int solve_t(size_t ib_len, uint32_t t) {
-  if (!t) return 0;
-  if (ib_len < kKnownLengths) return reduce(basis_for(ib_len), t);
-  IdBasis b;  // no real packet is this long: not worth keeping
-  build_basis(ib_len, &b);
-  return reduce(b, t);
-}
-
-/// The CRC continued from `state` over `ib` with the BTH's resv8a byte masked.
-uint32_t crc_ib(uint32_t state, std::span<const uint8_t> ib) {
-  constexpr size_t kInline = 192;
-  uint8_t h[kInline];
-  const size_t head = ib.size() <= kInline ? ib.size() : 12;  // all of a small packet, else the BTH
-  memcpy(h, ib.data(), head);
-  if (head >= 5) h[4] = 0xff;  // BTH resv8a
-  uint32_t crc = crc32_more(state, h, head);
-  if (head < ib.size()) crc = crc32_more(crc, ib.data() + head, ib.size() - head);
-  return crc;
-}
-
 }  // namespace
 
 Ipv4Icrc::Entry& Ipv4Icrc::entry(const Flow& f, size_t ib_len) {
@@ -165,25 +157,27 @@ Ipv4Icrc::Entry& Ipv4Icrc::entry(const Flow& f, size_t ib_len) {
       return e;
   Entry& e = e_[victim_];
   victim_ = (victim_ + 1) % (sizeof(e_) / sizeof(e_[0]));
-  // The 36 bytes in front of the BTH, masked, identification 0.
-  uint8_t h[8 + 20 + 8];
-  memset(h, 0xff, 8);
+  // The headers in front of the BTH, identification 0.
+  uint8_t ip[20], udp[8];
   Ipv4UdpFields fields;
   fields.src = f.src;
   fields.dst = f.dst;
   fields.sport = f.sport;
   fields.dport = f.dport;
   fields.header_checksum = false;
-  build_ipv4_udp(fields, ib_len + kIcrcBytes, nullptr, h + 8, h + 28);
-  h[8 + 1] = 0xff;               // TOS
-  h[8 + 8] = 0xff;               // TTL
-  h[8 + 10] = h[8 + 11] = 0xff;  // header checksum
-  h[28 + 6] = h[28 + 7] = 0xff;  // UDP checksum
+  build_ipv4_udp(fields, ib_len + kIcrcBytes, nullptr, ip, udp);
   e.f = f;
   e.ib_len = ib_len;
-  e.state = crc32_more(0, h, sizeof(h));
+  e.state = header_crc(ip, udp);
   e.basis = nullptr;
   return e;
+}
+
+const Ipv4Icrc::IdBasis& Ipv4Icrc::basis(Entry& e, IdBasis* spare) {
+  if (e.basis) return *e.basis;
+  if (e.ib_len < kKnownLengths) return *(e.basis = &basis_for(e.ib_len));
+  build_basis(e.ib_len, spare);  // no real packet is this long: not worth keeping
+  return *spare;
 }
 
 uint32_t Ipv4Icrc::compute(const Flow& f, uint16_t id, std::span<const uint8_t> ib) {
@@ -191,16 +185,8 @@ uint32_t Ipv4Icrc::compute(const Flow& f, uint16_t id, std::span<const uint8_t> 
   uint32_t crc = crc_ib(e.state, ib);
   if (!id) return crc;
   IdBasis spare;
-  const IdBasis* b = e.basis;
-  if (!b) {
-    if (ib.size() < kKnownLengths)
-      b = e.basis = &basis_for(ib.size());
-    else {
-      build_basis(ib.size(), &spare);
-      b = &spare;
-    }
-  }
-  for (int i = 0; i < 16; ++i) crc ^= b->bit[i] & (0u - ((uint32_t(id) >> i) & 1u));
+  const IdBasis& b = basis(e, &spare);
+  for (int i = 0; i < 16; ++i) crc ^= b.bit[i] & (0u - ((uint32_t(id) >> i) & 1u));
   return crc;
 }
 
@@ -208,9 +194,8 @@ int Ipv4Icrc::solve(const Flow& f, std::span<const uint8_t> ib, uint32_t carried
   Entry& e = entry(f, ib.size());
   const uint32_t t = crc_ib(e.state, ib) ^ carried;
   if (!t) return 0;
-  if (ib.size() >= kKnownLengths) return solve_t(ib.size(), t);
-  if (!e.basis) e.basis = &basis_for(ib.size());
-  return reduce(*e.basis, t);
+  IdBasis spare;
+  return reduce(basis(e, &spare), t);
 }
 
 }  // namespace uroce::wire

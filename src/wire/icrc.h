@@ -53,6 +53,8 @@ class Ipv4Icrc {
     const IdBasis* basis = nullptr;  // this length's, once needed
   };
   Entry& entry(const Flow& f, size_t ib_len);
+  /// e's length's basis (kept in e; beyond any real packet's length built into `spare`).
+  static const IdBasis& basis(Entry& e, IdBasis* spare);
   Entry e_[4];
   unsigned victim_ = 0;
 };
