@@ -112,6 +112,9 @@ class UdpEndpoint {
   /// Sends a packet the fault injector still holds back (call when idle).
   void flush();
   int fd() const { return fd_; }
+  /// Connected sender: the identification its next datagram carries (what
+  /// it learned and counted since).
+  uint16_t next_id() const { return next_id_; }
   const UdpAddr& local() const { return local_; }
   const Stats& stats() const { return stats_; }
 
