@@ -319,7 +319,8 @@ class Bench:
 def parse_kv_lines(text, prefix):
     rows = []
     for line in text.splitlines():
-        if line.startswith("RESULT " + prefix):
+        f = line.split()
+        if len(f) > 1 and f[0] == "RESULT" and f[1] == prefix:
             rows.append(dict(kv.split("=", 1) for kv in line.split()[2:] if "=" in kv))
     return rows
 
@@ -639,6 +640,9 @@ def group_qperf(b):
             b.record(test, "qperf tcp", kind, s, f"{v:.4f}", "us" if kind == "lat" else "GB/s")
 
 
+UDP_ACK = "udp busy-poll + ACK (GSO)"
+
+
 def group_udp(b):
     port = b.next_port()
     sizes = LAT_POINTS + ([512, 32768, 65507] if b.sweeps_now() else [])
@@ -655,6 +659,18 @@ def group_udp(b):
                      extra=f"lost={r['lost']}")
         else:
             b.fail("udp_pingpong", "udp busy-poll", "lat", s, "us", f"rc={rc}", sweep=sw)
+    # The same with an ACK-sized second datagram in each send (-a): the least an RC
+    # ping-pong over UDP sockets moves per direction (the message and the ACK of the peer's).
+    port = b.next_port()
+    rc, text = b.run("udp", "udp_pingpong-ack", [u, "-a", "client", str(port), ms] + [str(s) for s in LAT_POINTS],
+                     server=[u, "-a", "server", str(port), str(b.a.run_timeout)], port=port, proto="udp")
+    got = {int(r["size"]): r for r in parse_kv_lines(text, "udp_pingpong_ack")}
+    for s in LAT_POINTS:
+        r = got.get(s)
+        if r:
+            b.record("udp_pingpong", UDP_ACK, "lat", s, r["oneway_us"], "us", extra=f"lost={r['lost']}")
+        else:
+            b.fail("udp_pingpong", UDP_ACK, "lat", s, "us", f"rc={rc}")
 
 
 GROUPS = {"limits": group_limits, "uroce": group_uroce, "uroce_udp": group_uroce_udp, "ucx": group_ucx,
