@@ -97,33 +97,35 @@ void UdpEndpoint::prime(uint8_t* d, size_t len) {
   transmit({d, len}, peer_);
 }
 
-bool UdpEndpoint::id_ok(const UdpAddr& src, uint16_t id) {
+bool UdpEndpoint::id_ok(const UdpAddr& src, uint32_t dqp, uint16_t id) {
   // An unconnected sender: each send counts from 0.
   if (id < kMaxGsoSegments) return true;
   // A connected sender's counter, which starts anywhere. Any identification
   // solves the ICRC of a corrupted packet with a chance of 1 / 2^16, so one
-  // is believed only where it continues a counter seen from that address:
-  // within a window of its last value, or right after an unproven one (the
-  // sender sends its first datagram twice). A corrupted packet then passes
-  // with a chance of ~(64 + window) / 2^32. One address may carry several
-  // counters (two QP pairs' flows that hashed to one port): each has its entry.
+  // is believed only where it continues the counter of its flow (address and
+  // destination QP): within a window of its last value, or right after an
+  // unproven one (the sender sends its first datagram twice). A corrupted
+  // packet then passes with a chance of ~(64 + window) / 2^32. Two flows
+  // from one address (two QPs whose source ports hashed alike) have an entry
+  // each, however close their counters.
   for (IdFlow& f : id_flows_) {
-    if (!f.known || !same_addr(f.src, src)) continue;
+    if (!f.known || f.dqp != dqp || !same_addr(f.src, src)) continue;
     if (uint16_t(id - f.next) < kIdAhead) {
       f.next = uint16_t(id + 1);
       return true;
     }
     if (uint16_t(f.next - id) <= kIdBehind) return true;
   }
-  if (id_candidate_known_ && same_addr(id_candidate_src_, src) && id == id_candidate_) {
+  if (id_candidate_known_ && same_addr(id_candidate_src_, src) && id_candidate_dqp_ == dqp && id == id_candidate_) {
     id_candidate_known_ = false;
     IdFlow& f = id_flows_[id_victim_];
     id_victim_ = (id_victim_ + 1) % kIdFlows;
-    f = IdFlow{src, uint16_t(id + 1), true};
+    f = IdFlow{src, dqp, uint16_t(id + 1), true};
     return true;
   }
   id_candidate_known_ = true;
   id_candidate_src_ = src;
+  id_candidate_dqp_ = dqp;
   id_candidate_ = uint16_t(id + 1);
   return false;
 }

@@ -407,7 +407,8 @@ void UdpEndpoint::deliver(const uint8_t* d, size_t len, size_t seg, const UdpAdd
       ++stats_.bad_icrc;  // IBA C17-? : a packet with a bad ICRC is dropped silently
       continue;
     }
-    if (!id_ok(src, uint16_t(id))) {
+    const uint32_t dqp = uint32_t(p[5]) << 16 | uint32_t(p[6]) << 8 | p[7];  // BTH: destination QP
+    if (!id_ok(src, dqp, uint16_t(id))) {
       ++stats_.id_unproven;
       continue;
     }

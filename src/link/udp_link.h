@@ -144,8 +144,9 @@ class UdpEndpoint {
   void prime(uint8_t* d, size_t len);
   /// After a send error Linux may or may not have counted the datagram.
   void send_failed(int err);
-  /// Receiving: whether identification `id` from `src` is believable (see deliver()).
-  bool id_ok(const UdpAddr& src, uint16_t id);
+  /// Receiving: whether identification `id` from `src`, on a packet for
+  /// destination QP `dqp`, is believable (see deliver()).
+  bool id_ok(const UdpAddr& src, uint32_t dqp, uint16_t id);
 
   int fd_ = -1;
   UdpAddr local_;
@@ -166,16 +167,21 @@ class UdpEndpoint {
   uint16_t next_id_ = 0;  // what Linux gives the next datagram
   bool primed_ = false;
   // Receiving: the counters of connected senders, a few flows per socket.
+  // A flow is its address and the QP its packets are for: one connected
+  // socket sends for one QP, to one peer QP, and two QPs' sockets on one
+  // address (source ports that hashed alike) count independently.
   UdpAddr from_;  // connect_to: every datagram comes from there
   struct IdFlow {
     UdpAddr src;
+    uint32_t dqp = 0;
     uint16_t next = 0;  // the counter's next value
     bool known = false;
   };
   static constexpr int kIdFlows = 4;
   IdFlow id_flows_[kIdFlows];
   int id_victim_ = 0;
-  UdpAddr id_candidate_src_;  // an unproven counter: its address and next value
+  UdpAddr id_candidate_src_;  // an unproven counter: its flow and next value
+  uint32_t id_candidate_dqp_ = 0;
   uint16_t id_candidate_ = 0;
   bool id_candidate_known_ = false;
 };
