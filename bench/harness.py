@@ -601,13 +601,17 @@ def group_fabric(b):
     # libfabric picks eth0 for its tcp endpoints unless told: keep everything on lo.
     env = {"FI_TCP_IFACE": "lo"}
     sizes = LAT_POINTS + ([65536, 1 << 20] if b.sweeps_now() else [])
-    for prov, ep, extra, fast in (("shm", "rdm", [], True), ("tcp", "msg", ["-d", "lo"], False)):
-        for s in sizes:
+    # udp: unreliable datagrams (one message per datagram; 4 KiB does not fit the provider);
+    # udp;ofi_rxd: libfabric's reliable layer over it (RDM), the closest peer of RC over UDP.
+    for prov, ep, extra, fast, psizes in (("shm", "rdm", [], True, sizes), ("tcp", "msg", ["-d", "lo"], False, sizes),
+                                          ("udp", "dgram", [], False, [2, 64]),
+                                          ("udp;ofi_rxd", "rdm", [], False, LAT_POINTS)):
+        for s in psizes:
             per_us = 2 * ((0.3 + s / 3000) if fast else (6 + s / 700))
             n = b.it(max(200, min(200000, int(300000 / per_us))))
             port = b.next_port()
             common = ["fi_pingpong", "-p", prov, "-e", ep, "-I", str(n), "-S", str(s)] + extra
-            rc, text = b.run("fabric", f"fi_pingpong-{prov}-{s}", common + ["-P", str(port), "127.0.0.1"],
+            rc, text = b.run("fabric", f"fi_pingpong-{prov.replace(';', '+')}-{s}", common + ["-P", str(port), "127.0.0.1"],
                              server=common + ["-B", str(port)], env=env, port=port, srv_grace=10)
             rows = [r for r in parse_fi_pingpong(text) if r[0] == s]
             sw = int(s not in LAT_POINTS)

@@ -25,7 +25,8 @@ DISTURBED_PCT = 25  # other workloads took more than this % of the machine durin
 
 UCX_SHM = ("ucp posix,cma", "ucp sysv,cma")
 UDP_ACK = "udp busy-poll + ACK (GSO)"  # bench/harness.py: udp_pingpong -a
-PEER_COLS = ["UCX shm", "UCX tcp", "libfabric shm", "libfabric tcp", "qperf tcp", "UDP", "UDP+ACK"]
+PEER_COLS = ["UCX shm", "UCX tcp", "libfabric shm", "libfabric tcp", "libfabric udp", "libfabric udp;rxd",
+             "qperf tcp", "UDP", "UDP+ACK"]
 
 
 def num(s):
@@ -220,6 +221,8 @@ def network_rows(d):
             u = d.stat(tool, "uroce UDP", "lat", s)
             peers = {"UCX tcp": d.stat("tag_lat", "ucp tcp", "lat", s),
                      "libfabric tcp": d.stat("fi_pingpong", "libfabric tcp", "lat", s),
+                     "libfabric udp": d.stat("fi_pingpong", "libfabric udp", "lat", s),
+                     "libfabric udp;rxd": d.stat("fi_pingpong", "libfabric udp;ofi_rxd", "lat", s),
                      "qperf tcp": d.stat("tcp_lat", "qperf tcp", "lat", s),
                      "UDP": d.stat("udp_pingpong", "udp busy-poll", "lat", s),
                      "UDP+ACK": d.stat("udp_pingpong", UDP_ACK, "lat", s)}
@@ -660,8 +663,11 @@ def write_results(d, args, tgt, table_md, plot_rel):
     L.append("")
     L.append("- **SEND latency**: UCX shm = `ucx_perftest -t tag_lat` with `UCX_TLS=posix,cma`;"
              " UCX tcp = the same with `UCX_TLS=tcp`; libfabric = `fi_pingpong` (shm provider, rdm"
-             " endpoint; tcp provider, msg endpoint); qperf = `tcp_lat` (blocking sockets);"
-             " UDP = `bench/src/udp_pingpong.c` (busy-polling non-blocking sockets);"
+             " endpoint; tcp provider, msg endpoint; udp provider, dgram endpoint, unreliable;"
+             " udp;rxd = libfabric's reliable RDM layer `ofi_rxd` over udp); qperf = `tcp_lat`"
+             " (blocking sockets); UDP = `bench/src/udp_pingpong.c` (busy-polling non-blocking"
+             " sockets); UDP+ACK = the same with an ACK-sized second datagram in each send"
+             " (`udp_pingpong -a`, one UDP GSO send: what RC moves per direction at least);"
              " limit = `bench/src/shm_pingpong.c`, one-way = half the round trip of a cache-line"
              " mailbox between two processes.")
     L.append("- **WRITE latency**: UCX shm = `ucp_put_lat` (posix: a store into the mapped peer"
