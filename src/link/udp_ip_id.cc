@@ -116,7 +116,8 @@ bool UdpEndpoint::id_ok(const UdpAddr& src, uint32_t dqp, uint16_t id) {
     }
     if (uint16_t(f.next - id) <= kIdBehind) return true;
   }
-  if (id_candidate_known_ && same_addr(id_candidate_src_, src) && id_candidate_dqp_ == dqp && id == id_candidate_) {
+  if (id_candidate_known_ && same_addr(id_candidate_src_, src) && id_candidate_dqp_ == dqp &&
+      id == id_candidate_) {
     id_candidate_known_ = false;
     IdFlow& f = id_flows_[id_victim_];
     id_victim_ = (id_victim_ + 1) % kIdFlows;

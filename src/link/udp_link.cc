@@ -39,7 +39,9 @@ int sys_recvmmsg(int fd, mmsghdr* m, unsigned n, int flags) {
   return int(syscall(SYS_recvmmsg, fd, m, n, flags, nullptr));
 }
 ssize_t sys_sendmsg(int fd, const msghdr* m, int flags) { return syscall(SYS_sendmsg, fd, m, flags); }
-int sys_sendmmsg(int fd, mmsghdr* m, unsigned n, int flags) { return int(syscall(SYS_sendmmsg, fd, m, n, flags)); }
+int sys_sendmmsg(int fd, mmsghdr* m, unsigned n, int flags) {
+  return int(syscall(SYS_sendmmsg, fd, m, n, flags));
+}
 ssize_t sys_sendto(int fd, const void* d, size_t len, const sockaddr* to, socklen_t tolen) {
   return syscall(SYS_sendto, fd, d, len, 0, to, tolen);
 }

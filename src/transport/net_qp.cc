@@ -202,16 +202,21 @@ NetQp::~NetQp() {
       (unsigned long long)r.id_unproven, (unsigned long long)r.malformed);
   if (req_) {
     const RequesterStats& q = req_->stats();
-    UROCE_INFO("QP %u requester: %llu packets, %llu retransmits, %llu timeouts, %llu RNR NAKs, %llu seq NAKs",
-               cfg_.qpn, (unsigned long long)q.packets, (unsigned long long)q.retransmits,
-               (unsigned long long)q.timeouts, (unsigned long long)q.rnr_naks,
-               (unsigned long long)q.seq_naks);
+    UROCE_INFO(
+        "QP %u requester: %llu packets, %llu retransmits, %llu timeouts, %llu RNR NAKs, %llu seq NAKs (%llu "
+        "repeats ignored)",
+        cfg_.qpn, (unsigned long long)q.packets, (unsigned long long)q.retransmits,
+        (unsigned long long)q.timeouts, (unsigned long long)q.rnr_naks, (unsigned long long)q.seq_naks,
+        (unsigned long long)q.seq_naks_ignored);
   }
   if (rc_resp_) {
     const ResponderStats& p = rc_resp_->stats();
-    UROCE_INFO("QP %u responder: %llu packets, %llu duplicates, %llu seq NAKs, %llu RNR NAKs, %llu dropped",
-               cfg_.qpn, (unsigned long long)p.packets, (unsigned long long)p.duplicates,
-               (unsigned long long)p.seq_naks, (unsigned long long)p.rnr_naks, (unsigned long long)p.dropped);
+    UROCE_INFO(
+        "QP %u responder: %llu packets, %llu duplicates, %llu seq NAKs (%llu repeated), %llu RNR NAKs, %llu "
+        "dropped",
+        cfg_.qpn, (unsigned long long)p.packets, (unsigned long long)p.duplicates,
+        (unsigned long long)p.seq_naks, (unsigned long long)p.seq_naks_repeated,
+        (unsigned long long)p.rnr_naks, (unsigned long long)p.dropped);
   }
 }
 

@@ -320,6 +320,17 @@ void RcRequester::on_response(const Packet& p, uint64_t now) {
         const NakCode c = NakCode(ack_value(p.syndrome));
         if (c == NakCode::kPsnSequenceError) {
           ++stats_.seq_naks;
+          // A repeat of the NAK acted on within an eighth of the local ACK
+          // timeout was (most likely) sent before what that resent reached
+          // the responder; a later one means the resent packet was lost too.
+          const uint64_t guard = cfg_.timeout_ns ? cfg_.timeout_ns / 8 : kNakRepeatGuardNs;
+          if (nak_seen_ && p.bth.psn == nak_psn_ && now - nak_at_ < guard) {
+            ++stats_.seq_naks_ignored;
+            return;
+          }
+          nak_seen_ = true;
+          nak_psn_ = p.bth.psn;
+          nak_at_ = now;
           cwnd_ = std::max<uint32_t>(kMinWindow, cwnd_ / 2);  // a loss: send less into the gap next time
           go_back(p.bth.psn);
           pump(now);

@@ -76,6 +76,7 @@ struct RequesterConfig {
 
 struct RequesterStats {
   uint64_t packets = 0, retransmits = 0, timeouts = 0, rnr_naks = 0, seq_naks = 0, acks = 0, dropped = 0;
+  uint64_t seq_naks_ignored = 0;  // of seq_naks: repeats of one just acted on
 };
 
 class RcRequester {
@@ -139,12 +140,19 @@ class RcRequester {
   uint32_t next_psn_;   // PSN of the next new packet
   uint32_t una_;        // every PSN before it is acknowledged (see ack_through)
   static constexpr uint32_t kMinWindow = 8;
-  uint32_t cwnd_ = cfg_.window;  // the window in use (see RequesterConfig::window)
-  uint32_t reads_out_ = 0;       // READ / atomic requests outstanding
-  uint64_t deadline_ = 0;        // retransmission timer (0: off)
-  uint64_t rnr_until_ = 0;       // RNR wait (0: none)
+  static constexpr uint64_t kNakRepeatGuardNs = 1'000'000;  // without a timeout (it waits forever)
+  uint32_t cwnd_ = cfg_.window;                             // the window in use (see RequesterConfig::window)
+  uint32_t reads_out_ = 0;                                  // READ / atomic requests outstanding
+  uint64_t deadline_ = 0;                                   // retransmission timer (0: off)
+  uint64_t rnr_until_ = 0;                                  // RNR wait (0: none)
   uint32_t retries_ = 0, rnr_retries_ = 0;
   uint32_t since_ack_req_ = 0;
+  // The last PSN-sequence NAK acted on: its PSN, when, and whether any.
+  // The responder repeats a NAK while a gap stays open; repeats sent before
+  // the resent packets reached it arrive soon after and are ignored.
+  uint32_t nak_psn_ = 0;
+  uint64_t nak_at_ = 0;
+  bool nak_seen_ = false;
   bool failed_ = false;
   bool draining_ = false, drained_told_ = false;
   std::vector<uint8_t> scratch_;

@@ -62,15 +62,28 @@ void RcResponder::on_request(const Packet& p) {
     return;
   }
   if (d > 0) {
-    // 9.7.5.1.1: a gap. NAK it once; after an RNR NAK the requester resends
-    // from epsn_ anyway, so what follows it is dropped quietly.
-    if (!seq_nak_sent_ && !rnr_pending_) {
-      nak(epsn_, syndrome_nak(NakCode::kPsnSequenceError));
-      seq_nak_sent_ = true;
-      ++stats_.seq_naks;
-    } else {
-      ++stats_.dropped;
+    // 9.7.5.1.1: a gap: NAK it. After an RNR NAK the requester resends from
+    // epsn_ anyway, so what follows it is dropped quietly. The NAK itself
+    // may be lost, and the requester then waits for its timer (a lost NAK
+    // was most of the timeouts at 10 % loss): while packets keep coming past
+    // the gap, it goes again after 4, 8, 16, ... of them (a few per gap; the
+    // requester ignores repeats of a NAK it has just acted on).
+    bool send_nak = false;
+    if (!rnr_pending_ && !seq_nak_sent_) {
+      seq_nak_sent_ = send_nak = true;
+      gap_packets_ = 0;
+      renak_at_ = kFirstRenak;
+    } else if (!rnr_pending_ && ++gap_packets_ >= renak_at_) {
+      renak_at_ *= 2;
+      send_nak = true;
+      ++stats_.seq_naks_repeated;
     }
+    if (!send_nak) {
+      ++stats_.dropped;
+      return;
+    }
+    nak(epsn_, syndrome_nak(NakCode::kPsnSequenceError));
+    ++stats_.seq_naks;
     return;
   }
   seq_nak_sent_ = false;

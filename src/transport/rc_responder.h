@@ -75,6 +75,7 @@ struct ResponderConfig {
 
 struct ResponderStats {
   uint64_t packets = 0, duplicates = 0, seq_naks = 0, rnr_naks = 0, dropped = 0, acks = 0;
+  uint64_t seq_naks_repeated = 0;  // of seq_naks: sent again for a gap still open
 };
 
 class RcResponder {
@@ -118,7 +119,10 @@ class RcResponder {
   uint32_t epsn_;
   uint32_t msn_ = 0;
   uint8_t prev_op_ = kNoPrev;  // last request opcode executed (Op bits)
-  bool seq_nak_sent_ = false;  // one PSN-sequence NAK per gap
+  static constexpr uint32_t kFirstRenak = 4;
+  bool seq_nak_sent_ = false;  // a PSN-sequence NAK was sent for the gap at epsn_
+  uint32_t gap_packets_ = 0;   // packets after the gap since then
+  uint32_t renak_at_ = 0;      // the count of them at which the NAK goes again
   bool rnr_pending_ = false;   // an RNR NAK was sent for epsn_: later packets are dropped quietly
   bool failed_ = false;
   // The message in progress.

@@ -131,6 +131,31 @@ TEST_F(RcRequesterTest, SequenceNakGoesBackToItsPsn) {
   EXPECT_TRUE(env.done.empty());
 }
 
+TEST_F(RcRequesterTest, ARepeatedSequenceNakIsIgnoredUntilAnEighthOfTheTimeout) {
+  // The responder repeats its NAK while packets keep arriving past the gap;
+  // repeats sent before the resent packet reached it come in right after the
+  // go-back. timeout_ns = 1000: repeats within 125 ns are ignored.
+  r.post(send_wqe(1, 600), 0);  // PSNs 50, 51, 52
+  r.post(send_wqe(2, 10), 0);   // PSN 53
+  env.sent.clear();
+  r.on_response(resp(51, syndrome_nak(NakCode::kPsnSequenceError)), 10);
+  ASSERT_EQ(env.sent.size(), 3u);  // 51, 52, 53 again
+  r.on_response(resp(51, syndrome_nak(NakCode::kPsnSequenceError)), 100);
+  EXPECT_EQ(env.sent.size(), 3u) << "a repeat within the guard resends nothing";
+  EXPECT_EQ(r.stats().seq_naks_ignored, 1u);
+  // Later, the same NAK again: the resent 51 was lost too.
+  r.on_response(resp(51, syndrome_nak(NakCode::kPsnSequenceError)), 200);
+  ASSERT_EQ(env.sent.size(), 6u);
+  EXPECT_EQ(env.sent[3].psn, 51u);
+  // A NAK for another PSN is acted on at once.
+  r.on_response(resp(52, syndrome_nak(NakCode::kPsnSequenceError)), 210);
+  ASSERT_EQ(env.sent.size(), 8u);
+  EXPECT_EQ(env.sent[6].psn, 52u);
+  EXPECT_EQ(r.stats().seq_naks, 4u);
+  EXPECT_EQ(r.stats().seq_naks_ignored, 1u);
+  EXPECT_TRUE(env.done.empty());
+}
+
 TEST_F(RcRequesterTest, ErrorNaksCompleteWithTheirStatus) {
   struct Case {
     NakCode code;

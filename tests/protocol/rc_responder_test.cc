@@ -141,6 +141,28 @@ TEST_F(RcResponderTest, AGapIsNakedOnceAndTheResendIsAccepted) {
   EXPECT_EQ(r.epsn(), 102u);
 }
 
+TEST_F(RcResponderTest, AGapThatStaysOpenIsNakedAgainAfter4And8And16Packets) {
+  // The first NAK may be lost: while packets keep coming past the gap, the
+  // NAK goes again, ever more rarely.
+  env.posted.emplace_back(100);
+  for (uint32_t psn = 101; psn <= 121; ++psn) r.on_request(req(kSendOnly, psn, 0, 10, true));  // 100 lost
+  ASSERT_EQ(env.sent.size(), 4u);  // at 101, and after 4, 8 and 16 more (105, 109, 117)
+  for (const auto& n : env.sent) {
+    EXPECT_EQ(n.syndrome, syndrome_nak(NakCode::kPsnSequenceError));
+    EXPECT_EQ(n.psn, 100u);
+  }
+  EXPECT_EQ(r.stats().seq_naks, 4u);
+  EXPECT_EQ(r.stats().seq_naks_repeated, 3u);
+  EXPECT_EQ(r.stats().dropped, 17u);
+  // The gap closes; the next one is NAKed at once again.
+  r.on_request(req(kSendOnly, 100, 0, 10, true));
+  EXPECT_EQ(r.epsn(), 101u);
+  env.sent.clear();
+  r.on_request(req(kSendOnly, 102, 0, 10, true));  // 101 lost now
+  ASSERT_EQ(env.sent.size(), 1u);
+  EXPECT_EQ(env.sent[0].psn, 101u);
+}
+
 TEST_F(RcResponderTest, DuplicatesAreAckedNotExecutedAgain) {
   env.posted.emplace_back(100);
   env.posted.emplace_back(100);
