@@ -76,7 +76,8 @@ struct RequesterConfig {
 
 struct RequesterStats {
   uint64_t packets = 0, retransmits = 0, timeouts = 0, rnr_naks = 0, seq_naks = 0, acks = 0, dropped = 0;
-  uint64_t seq_naks_ignored = 0;  // of seq_naks: repeats of one just acted on
+  uint64_t seq_naks_ignored = 0;    // of seq_naks: repeats of one just acted on
+  uint64_t seq_naks_rechecked = 0;  // of those: acted on later, the gap still open
 };
 
 class RcRequester {
@@ -125,6 +126,9 @@ class RcRequester {
   /// The oldest PSN not known to be acknowledged.
   uint32_t window_base() const;
   void go_back(uint32_t psn);
+  /// How long repeats of the NAK just acted on are ignored: a round trip
+  /// (at most an eighth of the local ACK timeout).
+  uint64_t nak_repeat_guard() const;
   void fail_front(core::WcStatus st);
   /// A response for a later READ / atomic came in while `x` still misses
   /// data from `from` (the responder answers in order, so it was lost):
@@ -141,18 +145,26 @@ class RcRequester {
   uint32_t una_;        // every PSN before it is acknowledged (see ack_through)
   static constexpr uint32_t kMinWindow = 8;
   static constexpr uint64_t kNakRepeatGuardNs = 1'000'000;  // without a timeout (it waits forever)
-  uint32_t cwnd_ = cfg_.window;                             // the window in use (see RequesterConfig::window)
-  uint32_t reads_out_ = 0;                                  // READ / atomic requests outstanding
-  uint64_t deadline_ = 0;                                   // retransmission timer (0: off)
-  uint64_t rnr_until_ = 0;                                  // RNR wait (0: none)
+  static constexpr uint64_t kMinNakGuardNs = 5'000;
+  uint32_t cwnd_ = cfg_.window;  // the window in use (see RequesterConfig::window)
+  uint32_t reads_out_ = 0;       // READ / atomic requests outstanding
+  uint64_t deadline_ = 0;        // retransmission timer (0: off)
+  uint64_t rnr_until_ = 0;       // RNR wait (0: none)
   uint32_t retries_ = 0, rnr_retries_ = 0;
   uint32_t since_ack_req_ = 0;
   // The last PSN-sequence NAK acted on: its PSN, when, and whether any.
   // The responder repeats a NAK while a gap stays open; repeats sent before
-  // the resent packets reached it arrive soon after and are ignored.
+  // the resent packets reached it arrive within a round trip and are ignored.
   uint32_t nak_psn_ = 0;
   uint64_t nak_at_ = 0;
   bool nak_seen_ = false;
+  uint64_t nak_recheck_ = 0;  // a repeat was ignored: look again then (0: none)
+  // The round trip, smoothed (0: not measured yet), from one timed packet at
+  // a time (see send_packet); sent_hi_: the PSN after the highest ever sent.
+  uint64_t srtt_ns_ = 0, rtt_from_ = 0;
+  uint32_t rtt_psn_ = 0, sent_hi_ = cfg_.sq_psn;
+  bool rtt_timing_ = false;
+  uint64_t now_ns_ = 0;  // the time of the call in progress (post, response, timer)
   bool failed_ = false;
   bool draining_ = false, drained_told_ = false;
   std::vector<uint8_t> scratch_;

@@ -62,19 +62,26 @@ void RcResponder::on_request(const Packet& p) {
     return;
   }
   if (d > 0) {
-    // 9.7.5.1.1: a gap: NAK it. After an RNR NAK the requester resends from
+    // 9.7.5.1.1: a gap: NAK it (an out-of-sequence request is a class B
+    // error: NAK, nothing else). After an RNR NAK the requester resends from
     // epsn_ anyway, so what follows it is dropped quietly. The NAK itself
     // may be lost, and the requester then waits for its timer (a lost NAK
-    // was most of the timeouts at 10 % loss): while packets keep coming past
-    // the gap, it goes again after 4, 8, 16, ... of them (a few per gap; the
-    // requester ignores repeats of a NAK it has just acted on).
+    // was most of the timeouts at 10 % loss), so the NAK goes again: at once
+    // when the requester has gone back and epsn_ is still missing (a PSN not
+    // above the last one seen past the gap: its resend was lost too), and
+    // after 4, 8, 16, ... further packets while new ones keep coming. The
+    // requester ignores repeats of a NAK within a round trip of acting on it.
     bool send_nak = false;
-    if (!rnr_pending_ && !seq_nak_sent_) {
+    const bool resent = seq_nak_sent_ && psn_diff(p.bth.psn, gap_last_) <= 0;
+    gap_last_ = p.bth.psn;
+    if (rnr_pending_) {
+      // quietly dropped (above)
+    } else if (!seq_nak_sent_) {
       seq_nak_sent_ = send_nak = true;
       gap_packets_ = 0;
       renak_at_ = kFirstRenak;
-    } else if (!rnr_pending_ && ++gap_packets_ >= renak_at_) {
-      renak_at_ *= 2;
+    } else if (resent || ++gap_packets_ >= renak_at_) {
+      if (!resent) renak_at_ *= 2;
       send_nak = true;
       ++stats_.seq_naks_repeated;
     }

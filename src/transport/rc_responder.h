@@ -123,6 +123,7 @@ class RcResponder {
   bool seq_nak_sent_ = false;  // a PSN-sequence NAK was sent for the gap at epsn_
   uint32_t gap_packets_ = 0;   // packets after the gap since then
   uint32_t renak_at_ = 0;      // the count of them at which the NAK goes again
+  uint32_t gap_last_ = 0;      // the PSN of the last packet past the gap
   bool rnr_pending_ = false;   // an RNR NAK was sent for epsn_: later packets are dropped quietly
   bool failed_ = false;
   // The message in progress.

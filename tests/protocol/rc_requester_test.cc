@@ -131,29 +131,50 @@ TEST_F(RcRequesterTest, SequenceNakGoesBackToItsPsn) {
   EXPECT_TRUE(env.done.empty());
 }
 
-TEST_F(RcRequesterTest, ARepeatedSequenceNakIsIgnoredUntilAnEighthOfTheTimeout) {
+TEST_F(RcRequesterTest, ARepeatedSequenceNakIsIgnoredWithinTheGuardAndLookedAtAgainLater) {
   // The responder repeats its NAK while packets keep arriving past the gap;
   // repeats sent before the resent packet reached it come in right after the
-  // go-back. timeout_ns = 1000: repeats within 125 ns are ignored.
+  // go-back. No round trip measured yet: the guard is an eighth of the
+  // timeout (timeout_ns = 1000: 125 ns).
   r.post(send_wqe(1, 600), 0);  // PSNs 50, 51, 52
   r.post(send_wqe(2, 10), 0);   // PSN 53
   env.sent.clear();
   r.on_response(resp(51, syndrome_nak(NakCode::kPsnSequenceError)), 10);
   ASSERT_EQ(env.sent.size(), 3u);  // 51, 52, 53 again
   r.on_response(resp(51, syndrome_nak(NakCode::kPsnSequenceError)), 100);
-  EXPECT_EQ(env.sent.size(), 3u) << "a repeat within the guard resends nothing";
+  EXPECT_EQ(env.sent.size(), 3u) << "a repeat within the guard resends nothing now";
   EXPECT_EQ(r.stats().seq_naks_ignored, 1u);
-  // Later, the same NAK again: the resent 51 was lost too.
-  r.on_response(resp(51, syndrome_nak(NakCode::kPsnSequenceError)), 200);
+  // ...but is looked at again two guards later: no progress past 51, so the
+  // resend was lost too and 51 goes again (long before the timer).
+  EXPECT_EQ(r.next_deadline(), 350u);
+  r.on_timer(349);
+  EXPECT_EQ(env.sent.size(), 3u);
+  r.on_timer(350);
   ASSERT_EQ(env.sent.size(), 6u);
   EXPECT_EQ(env.sent[3].psn, 51u);
-  // A NAK for another PSN is acted on at once.
-  r.on_response(resp(52, syndrome_nak(NakCode::kPsnSequenceError)), 210);
-  ASSERT_EQ(env.sent.size(), 8u);
-  EXPECT_EQ(env.sent[6].psn, 52u);
-  EXPECT_EQ(r.stats().seq_naks, 4u);
-  EXPECT_EQ(r.stats().seq_naks_ignored, 1u);
+  EXPECT_EQ(r.stats().seq_naks_rechecked, 1u);
+  EXPECT_EQ(r.stats().timeouts, 0u);
+  // A repeat after the guard is acted on at once; one for another PSN too.
+  r.on_response(resp(51, syndrome_nak(NakCode::kPsnSequenceError)), 500);
+  ASSERT_EQ(env.sent.size(), 9u);
+  r.on_response(resp(52, syndrome_nak(NakCode::kPsnSequenceError)), 510);
+  ASSERT_EQ(env.sent.size(), 11u);
+  EXPECT_EQ(env.sent[9].psn, 52u);
+  EXPECT_EQ(r.stats().seq_naks, 4u);  // received (the second look is not one)
   EXPECT_TRUE(env.done.empty());
+}
+
+TEST_F(RcRequesterTest, AnIgnoredRepeatIsForgottenOnceTheResendGetsThrough) {
+  r.post(send_wqe(1, 600), 0);  // PSNs 50, 51, 52
+  env.sent.clear();
+  r.on_response(resp(51, syndrome_nak(NakCode::kPsnSequenceError)), 10);
+  ASSERT_EQ(env.sent.size(), 2u);
+  r.on_response(resp(51, syndrome_nak(NakCode::kPsnSequenceError)), 100);  // stale
+  r.on_response(resp(52, syndrome_ack(kCreditsInvalid)), 200);             // the resend arrived
+  ASSERT_EQ(env.done.size(), 1u);
+  r.on_timer(400);
+  EXPECT_EQ(env.sent.size(), 2u);
+  EXPECT_EQ(r.stats().seq_naks_rechecked, 0u);
 }
 
 TEST_F(RcRequesterTest, ErrorNaksCompleteWithTheirStatus) {

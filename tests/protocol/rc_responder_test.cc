@@ -163,6 +163,21 @@ TEST_F(RcResponderTest, AGapThatStaysOpenIsNakedAgainAfter4And8And16Packets) {
   EXPECT_EQ(env.sent[0].psn, 101u);
 }
 
+TEST_F(RcResponderTest, AResendThatStillMissesTheGapIsNakedAtOnce) {
+  env.posted.emplace_back(100);
+  r.on_request(req(kSendOnly, 101, 0, 10, true));  // 100 lost: NAK
+  r.on_request(req(kSendOnly, 102, 0, 10, true));  // quietly dropped
+  ASSERT_EQ(env.sent.size(), 1u);
+  // The requester went back; its resend of 100 was lost too: 101 again.
+  r.on_request(req(kSendOnly, 101, 0, 10, true));
+  ASSERT_EQ(env.sent.size(), 2u);
+  EXPECT_EQ(env.sent[1].syndrome, syndrome_nak(NakCode::kPsnSequenceError));
+  EXPECT_EQ(env.sent[1].psn, 100u);
+  r.on_request(req(kSendOnly, 102, 0, 10, true));  // the rest of that resend: no more NAKs
+  EXPECT_EQ(env.sent.size(), 2u);
+  EXPECT_EQ(r.stats().seq_naks_repeated, 1u);
+}
+
 TEST_F(RcResponderTest, DuplicatesAreAckedNotExecutedAgain) {
   env.posted.emplace_back(100);
   env.posted.emplace_back(100);
