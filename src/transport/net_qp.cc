@@ -204,10 +204,11 @@ NetQp::~NetQp() {
     const RequesterStats& q = req_->stats();
     UROCE_INFO(
         "QP %u requester: %llu packets, %llu retransmits, %llu timeouts, %llu RNR NAKs, %llu seq NAKs (%llu "
-        "repeats ignored, %llu of them acted on later)",
+        "repeats ignored, %llu of them acted on later), %llu early probes",
         cfg_.qpn, (unsigned long long)q.packets, (unsigned long long)q.retransmits,
         (unsigned long long)q.timeouts, (unsigned long long)q.rnr_naks, (unsigned long long)q.seq_naks,
-        (unsigned long long)q.seq_naks_ignored, (unsigned long long)q.seq_naks_rechecked);
+        (unsigned long long)q.seq_naks_ignored, (unsigned long long)q.seq_naks_rechecked,
+        (unsigned long long)q.probes);
   }
   if (rc_resp_) {
     const ResponderStats& p = rc_resp_->stats();

@@ -87,7 +87,7 @@ void RcRequester::send_packet(Entry& e, uint32_t i, bool ask_ack) {
   // to the ACK that covers it, one at a time, never over a retransmission.
   if (psn_diff(p.bth.psn, sent_hi_) >= 0) {
     sent_hi_ = psn_add(p.bth.psn, 1);
-    if (p.bth.ack_req && !rtt_timing_ && now_ns_) {
+    if (p.bth.ack_req && !rtt_timing_) {
       rtt_timing_ = true;
       rtt_psn_ = p.bth.psn;
       rtt_from_ = now_ns_;
@@ -237,6 +237,7 @@ void RcRequester::ack_through(uint32_t psn, uint64_t now) {
     rtt_timing_ = false;
     const uint64_t sample = now > rtt_from_ ? now - rtt_from_ : 0;
     srtt_ns_ = srtt_ns_ ? (7 * srtt_ns_ + sample) / 8 : sample;
+    min_rtt_ns_ = min_rtt_ns_ ? std::min(min_rtt_ns_, sample) : std::max<uint64_t>(sample, 1);
   }
   if (const uint32_t next = psn_add(psn, 1); psn_diff(next, window_base()) > 0) {
     // The window doubles per round trip without loss, back to its maximum.
@@ -258,6 +259,7 @@ void RcRequester::ack_through(uint32_t psn, uint64_t now) {
     progress = true;
   }
   if (progress) {
+    probes_ = 0;
     retries_ = 0;
     rnr_retries_ = 0;
     deadline_ = (cfg_.timeout_ns && !q_.empty() && q_.front().started) ? now + cfg_.timeout_ns : 0;
@@ -266,6 +268,7 @@ void RcRequester::ack_through(uint32_t psn, uint64_t now) {
 
 void RcRequester::go_back(uint32_t psn) {
   rtt_timing_ = false;  // what it timed may be sent again (Karn)
+  probes_ = 0;
   bool found = false;
   for (Entry& e : q_) {
     if (!e.started) break;
@@ -450,6 +453,7 @@ void RcRequester::complete_answered(uint64_t now) {
 }
 
 void RcRequester::on_timer(uint64_t now) {
+  now_ns_ = now;
   if (failed_) return;
   if (rnr_until_ && now >= rnr_until_) {
     rnr_until_ = 0;
@@ -469,6 +473,7 @@ void RcRequester::on_timer(uint64_t now) {
       return;
     }
   }
+  if (const uint64_t pr = probe_time(); pr && now >= pr) probe();
   if (!deadline_ || now < deadline_ || q_.empty()) return;
   // 9.7.6.1.3: no progress within the local ACK timeout: retry from the oldest.
   ++stats_.timeouts;
@@ -492,10 +497,44 @@ void RcRequester::on_timer(uint64_t now) {
   deadline_ = now + cfg_.timeout_ns;
 }
 
+uint64_t RcRequester::probe_time() const {
+  if (probes_ >= kMaxProbes || rnr_until_ || failed_ || !deadline_ || !min_rtt_ns_ || !cfg_.timeout_ns ||
+      q_.empty())
+    return 0;
+  // From the least round trip seen: the smoothed one also counts the times
+  // an ACK waited for the peer's own recovery (a ping-pong's peer answers
+  // only once its previous message is acknowledged), milliseconds at 10 % loss.
+  const uint64_t pto = std::max(4 * min_rtt_ns_, kMinProbeNs);
+  const uint64_t at = pto << probes_;  // PTO, then 2 PTO after the last progress
+  if (at >= cfg_.timeout_ns / 2) return 0;
+  return deadline_ - cfg_.timeout_ns + at;  // deadline_ was armed at the last progress
+}
+
+void RcRequester::probe() {
+  // A loss at the tail (nothing sent after it, so no NAK) or of the ACK
+  // that ends a burst waits for the timer; hardware retransmits earlier
+  // than it (adaptive retransmission). Twice per quiet spell, the newest
+  // packet goes again asking for an ACK: the responder then ACKs it (the
+  // ACK was lost), takes it (it was lost) or, with an earlier gap, NAKs
+  // at once (a resend). The retry count is not touched: only the timer is
+  // a timeout.
+  ++probes_;
+  for (size_t k = q_.size(); k-- > 0;) {
+    Entry& e = q_[k];
+    if (!e.started || e.sent == 0) continue;
+    if (is_read(e.w.kind) || is_atomic(e.w.kind)) return;  // asked again by reask() or the timer
+    ++stats_.probes;
+    send_packet(e, e.sent - 1, true);
+    return;
+  }
+}
+
 uint64_t RcRequester::next_deadline() const {
   if (rnr_until_) return rnr_until_;
-  const uint64_t d = deadline_ ? deadline_ : UINT64_MAX;
-  return nak_recheck_ ? std::min(d, nak_recheck_) : d;
+  uint64_t d = deadline_ ? deadline_ : UINT64_MAX;
+  if (nak_recheck_) d = std::min(d, nak_recheck_);
+  if (const uint64_t pr = probe_time()) d = std::min(d, pr);
+  return d;
 }
 
 }  // namespace uroce::transport

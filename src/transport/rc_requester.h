@@ -78,6 +78,7 @@ struct RequesterStats {
   uint64_t packets = 0, retransmits = 0, timeouts = 0, rnr_naks = 0, seq_naks = 0, acks = 0, dropped = 0;
   uint64_t seq_naks_ignored = 0;    // of seq_naks: repeats of one just acted on
   uint64_t seq_naks_rechecked = 0;  // of those: acted on later, the gap still open
+  uint64_t probes = 0;              // newest packets sent again early (see probe())
 };
 
 class RcRequester {
@@ -129,6 +130,11 @@ class RcRequester {
   /// How long repeats of the NAK just acted on are ignored: a round trip
   /// (at most an eighth of the local ACK timeout).
   uint64_t nak_repeat_guard() const;
+  /// When the newest packet goes again early (0: not now): four of the least
+  /// round trips seen (at least kMinProbeNs) after the last progress, then
+  /// twice that, if well before the timer.
+  uint64_t probe_time() const;
+  void probe();
   void fail_front(core::WcStatus st);
   /// A response for a later READ / atomic came in while `x` still misses
   /// data from `from` (the responder answers in order, so it was lost):
@@ -146,6 +152,8 @@ class RcRequester {
   static constexpr uint32_t kMinWindow = 8;
   static constexpr uint64_t kNakRepeatGuardNs = 1'000'000;  // without a timeout (it waits forever)
   static constexpr uint64_t kMinNakGuardNs = 5'000;
+  static constexpr uint64_t kMinProbeNs = 200'000;
+  static constexpr uint32_t kMaxProbes = 2;
   uint32_t cwnd_ = cfg_.window;  // the window in use (see RequesterConfig::window)
   uint32_t reads_out_ = 0;       // READ / atomic requests outstanding
   uint64_t deadline_ = 0;        // retransmission timer (0: off)
@@ -159,9 +167,10 @@ class RcRequester {
   uint64_t nak_at_ = 0;
   bool nak_seen_ = false;
   uint64_t nak_recheck_ = 0;  // a repeat was ignored: look again then (0: none)
+  uint32_t probes_ = 0;       // early resends of the newest packet since the last progress
   // The round trip, smoothed (0: not measured yet), from one timed packet at
   // a time (see send_packet); sent_hi_: the PSN after the highest ever sent.
-  uint64_t srtt_ns_ = 0, rtt_from_ = 0;
+  uint64_t srtt_ns_ = 0, rtt_from_ = 0, min_rtt_ns_ = 0;
   uint32_t rtt_psn_ = 0, sent_hi_ = cfg_.sq_psn;
   bool rtt_timing_ = false;
   uint64_t now_ns_ = 0;  // the time of the call in progress (post, response, timer)

@@ -177,6 +177,41 @@ TEST_F(RcRequesterTest, AnIgnoredRepeatIsForgottenOnceTheResendGetsThrough) {
   EXPECT_EQ(r.stats().seq_naks_rechecked, 0u);
 }
 
+TEST_F(RcRequesterTest, ATailLossIsProbedAfterFourRoundTripsAndEightNotAtTheTimeout) {
+  RequesterConfig c = cfg;
+  c.timeout_ns = 10'000'000;
+  RcRequester q{c, &env};
+  q.post(send_wqe(1, 10), 0);  // PSN 50, timed
+  q.on_response(resp(50, syndrome_ack(kCreditsInvalid)), 1'000);
+  ASSERT_EQ(env.done.size(), 1u);  // round trip: 1 us
+  env.sent.clear();
+  q.post(send_wqe(2, 10), 2'000);  // PSN 51: lost (or its ACK)
+  ASSERT_EQ(env.sent.size(), 1u);
+  // Four round trips are less than the floor: 200 us after the send.
+  EXPECT_EQ(q.next_deadline(), 202'000u);
+  q.on_timer(201'999);
+  EXPECT_EQ(env.sent.size(), 1u);
+  q.on_timer(202'000);
+  ASSERT_EQ(env.sent.size(), 2u);
+  EXPECT_EQ(env.sent[1].psn, 51u);
+  EXPECT_TRUE(env.sent[1].ack_req);
+  EXPECT_EQ(q.stats().probes, 1u);
+  EXPECT_EQ(q.stats().timeouts, 0u);
+  // Again at twice that, and that is all before the timer.
+  EXPECT_EQ(q.next_deadline(), 402'000u);
+  q.on_timer(402'000);
+  ASSERT_EQ(env.sent.size(), 3u);
+  EXPECT_EQ(env.sent[2].psn, 51u);
+  EXPECT_EQ(q.stats().probes, 2u);
+  EXPECT_EQ(q.next_deadline(), 2'000u + 10'000'000u);
+  q.on_timer(5'000'000);
+  EXPECT_EQ(env.sent.size(), 3u);
+  q.on_response(resp(51, syndrome_ack(kCreditsInvalid)), 5'000'100);
+  ASSERT_EQ(env.done.size(), 2u);
+  EXPECT_EQ(env.done[1].second, WcStatus::kSuccess);
+  EXPECT_EQ(q.next_deadline(), UINT64_MAX);
+}
+
 TEST_F(RcRequesterTest, ErrorNaksCompleteWithTheirStatus) {
   struct Case {
     NakCode code;
