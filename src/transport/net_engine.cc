@@ -20,6 +20,7 @@
 #include "common/clock.h"
 #include "common/fork_gate.h"
 #include "common/log.h"
+#include "transport/ud_forward.h"
 
 namespace uroce::transport {
 
@@ -80,6 +81,8 @@ struct EState {
   std::atomic<int> n_active{0};
   std::once_flag settings_once;
   NetLinkSettings settings;
+  // Packets for QPs not in this process, by what became of them (UdForward).
+  std::atomic<uint64_t> forwarded[5] = {};
 };
 
 EState& es() {
@@ -189,6 +192,19 @@ void NetEngine::remove(NetQp* q) {
     }
   auto it = s.by_qpn.find(q->qpn());
   if (it != s.by_qpn.end() && it->second == q) s.by_qpn.erase(it);
+  if (s.n_active.load(std::memory_order_relaxed) == 0) {
+    auto n = [&](UdForward f) {
+      return (unsigned long long)s.forwarded[size_t(f)].exchange(0, std::memory_order_relaxed);
+    };
+    const unsigned long long del = n(UdForward::kDelivered), drop = n(UdForward::kDropped),
+                             qkey = n(UdForward::kBadQkey), none = n(UdForward::kNoSuchQp),
+                             other = n(UdForward::kNotUd);
+    if (del + drop + qkey + none + other)
+      UROCE_INFO(
+          "packets for QPs of other processes: %llu UD delivered, %llu dropped (%llu no receive or not "
+          "receiving, %llu bad Q_Key), %llu for no QP of this host, %llu not UD",
+          del, drop + qkey, drop, qkey, none, other);
+  }
 }
 
 void NetEngine::kick(uint64_t deadline) {
@@ -238,7 +254,12 @@ int NetEngine::round(const int* ready, int n, bool* drained, bool ack_per_batch)
     NetQp* q = c->owner;
     if (!q || q->qpn() != p.bth.dest_qp) {
       auto it = c->s->by_qpn.find(p.bth.dest_qp);
-      if (it == c->s->by_qpn.end()) return;
+      if (it == c->s->by_qpn.end()) {
+        // Not one of this process's: a UD datagram for another process's
+        // QP on this host (transport/ud_forward.h), or nobody's.
+        c->s->forwarded[size_t(forward_ud(p, from, to))].fetch_add(1, std::memory_order_relaxed);
+        return;
+      }
       q = it->second;
     }
     q->on_packet(p, from, to);

@@ -8,8 +8,9 @@
 #include "core/qp_state.h"
 #include "link/shm_link.h"
 #include "transport/target.h"
+#include "transport/ud_forward.h"
 #include "wire/grh.h"
-#include "wire/ipv4.h"
+#include "wire/ipv4.h"  // kRoceV2Port
 
 namespace uroce::transport {
 
@@ -276,15 +277,8 @@ void NetQp::on_packet(const wire::Packet& p, const link::UdpAddr& from, const li
     // IBA 10.3.1: a QP receives in RTR, RTS, SQD and SQE; before RTR it drops.
     if (!state_can_receive(st)) return;
     if (ud_resp_) {
-      // The GRH the receive gets: the IPv4 header this datagram came in
-      // (as Linux wrote it; TTL and TOS are not visible to a socket).
-      wire::Ipv4UdpFields f;
-      f.src = from.ip;
-      f.dst = to.ip;
-      f.sport = from.port;
-      uint8_t ip[20], udp[8], grh[wire::kGrhBytes];
-      wire::build_ipv4_udp(f, wire::encoded_size(p) + wire::kIcrcBytes, nullptr, ip, udp);
-      wire::grh_from_ipv4(ip, grh);
+      uint8_t grh[wire::kGrhBytes];
+      ud_grh(p, from, to, grh);
       ud_resp_->set_qkey(self_.qp->qkey);  // ibv_modify_qp may change it
       ud_resp_->on_request(p, grh);
     }

@@ -9,9 +9,10 @@
 // such a socket's packets IP identification 0, which the ICRC covers) and
 // receives on a socket bound to <local IP>:4791 and connected to <peer
 // IP>:<sport>, so the kernel hands the flow's packets straight to the owning
-// process: no daemon hop (docs/network-link.md, "Demultiplexing"). A UD QP
-// receives on an unconnected socket bound to <local IP>:4791 (any sender)
-// and sends each datagram to the address its AH names.
+// process: no daemon hop (docs/network-link.md, "How packets reach their
+// QP"). A UD QP receives on an unconnected socket bound to <local IP>:4791
+// (any sender; a datagram for another process's UD QP is delivered to it by
+// transport/ud_forward.h) and sends each datagram to the address its AH names.
 #pragma once
 
 #include <atomic>

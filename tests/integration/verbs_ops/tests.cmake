@@ -31,10 +31,9 @@ uroce_gtest_variant(verbs_ops_comp_channel_test fence LABEL integration ENV UROC
 
 # The same checks over the network link (UROCE_LINK=udp: RoCE v2 over UDP on
 # 127.0.0.1 between the processes). Not stopped_target (a stopped process
-# cannot answer packets; only the intra-host link reaches its memory), nor UD
-# between two processes of one host (both listen on 127.0.0.1:4791 and Linux
-# gives each datagram to one of them: docs/network-link.md, "Demultiplexing").
-foreach(t rc_ops srq comp_channel post_send_ex atomic_stress sqd)
+# cannot answer packets; only the intra-host link reaches its memory). The UD
+# tests' two processes both listen on 127.0.0.1:4791; Linux gives each
+# datagram to one of them, which delivers the other's (transport/ud_forward.h).
+foreach(t rc_ops srq comp_channel post_send_ex atomic_stress sqd uc_ud)
   uroce_gtest_variant(verbs_ops_${t}_test udp LABEL integration ENV UROCE_LINK=udp)
 endforeach()
-uroce_gtest_variant(verbs_ops_uc_ud_test udp LABEL integration ENV UROCE_LINK=udp ARGS --gtest_filter=-UdTest.*)
