@@ -126,6 +126,16 @@ class Qp {
   /// On the network link (RoCE v2 over UDP) rather than shared memory.
   bool on_network() const { return net_ != nullptr; }
 
+  // --- multicast (core/qp_net.cc): UD QPs on the network link
+  /// ibv_attach_mcast: EINVAL unless a UD QP and an IPv4-mapped multicast
+  /// GID; EOPNOTSUPP for a QP that only the shared-memory link serves.
+  /// Attaching twice is no error.
+  Status attach_mcast(const uint8_t gid[16]);
+  /// ibv_detach_mcast: EINVAL if not attached.
+  Status detach_mcast(const uint8_t gid[16]);
+  /// Attached to a group (ibv_destroy_qp then fails with EBUSY).
+  bool mcast_attached();
+
  private:
   struct Deferred {
     SendWqe w;
@@ -207,8 +217,13 @@ class Qp {
   uint32_t net_unsignaled_ = 0;   // like unsignaled_, for network completions (under the NetQp's lock)
   uint32_t ud_dst_cache_ip_ = 0;  // the last UD destination looked at (under sq_mu_)
   bool ud_dst_cache_remote_ = false;
+  std::vector<uint32_t> mcast_;  // groups attached (IPv4, network order; under sq_mu_)
   static constexpr size_t kMaxUdPayload = 4096;
 };
+
+/// Whether a UD QP of device `d` is on the network link (so it can join
+/// multicast groups): not on the loopback device unless UROCE_LINK=udp.
+bool ud_on_network(const DeviceInfo& d);
 
 /// Process-wide table of local QPs by local id (completions name their QP).
 void qp_retire(uint32_t local_id, uint32_t n);

@@ -46,8 +46,10 @@ bool v4_mapped(const uint8_t* gid, uint32_t* ip) {
   return true;
 }
 
-/// Is `ip` an address of this host? (Binding to it succeeds only then.)
+/// Is `ip` an address of this host? (Binding to it succeeds only then; a
+/// multicast group, which any socket may bind, is no host's.)
 bool local_address(uint32_t ip) {
+  if ((ntohl(ip) >> 28) == 0xe) return false;
   int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return false;
   sockaddr_in a{};
@@ -110,15 +112,18 @@ bool first_v4(const DeviceInfo& d, uint32_t* ip) {
   return false;
 }
 
+bool ud_on_network(const DeviceInfo& d) {
+  // Datagrams may come from anywhere: listen on the network unless the
+  // device is the loopback one (same-host peers use shared memory).
+  const LinkChoice c = link_choice();
+  uint32_t ip;
+  return c != LinkChoice::kShm && first_v4(d, &ip) && (c == LinkChoice::kUdp || !d.is_loopback);
+}
+
 bool Qp::wants_network() const {
   const LinkChoice c = link_choice();
   if (c == LinkChoice::kShm) return false;
-  if (type_ == QpType::kUd) {
-    // Datagrams may come from anywhere: listen on the network unless the
-    // device is the loopback one (same-host peers use shared memory).
-    uint32_t ip;
-    return first_v4(ctx_->dev(), &ip) && (c == LinkChoice::kUdp || !ctx_->dev().is_loopback);
-  }
+  if (type_ == QpType::kUd) return ud_on_network(ctx_->dev());
   if (type_ != QpType::kRc && type_ != QpType::kUc) return false;
   if (!attr_.av.is_global) return false;  // no GRH: a LID, which only the shared-memory link knows
   uint32_t dst, src;
@@ -168,7 +173,55 @@ Status Qp::net_open() {
     net_.reset();
     return s;
   }
+  for (uint32_t g : mcast_)
+    if (Status s = net_->join(g); !s.is_ok()) {
+      e.remove(net_.get());
+      net_.reset();
+      return s;
+    }
   return Status::ok();
+}
+
+namespace {
+/// An IPv4-mapped GID of a multicast address (224.0.0.0/4).
+bool v4_multicast(const uint8_t* gid, uint32_t* ip) {
+  return v4_mapped(gid, ip) && (ntohl(*ip) >> 28) == 0xe;
+}
+}  // namespace
+
+Status Qp::attach_mcast(const uint8_t gid[16]) {
+  std::lock_guard<SpinLock> g(sq_mu_);
+  uint32_t group;
+  if (type_ != QpType::kUd || !v4_multicast(gid, &group)) return Status(EINVAL);
+  // Groups are joined on the network (the kernel copies each datagram to
+  // every member socket of the host); a QP the shared-memory link alone
+  // serves (the loopback device, UROCE_LINK unset) has no socket to join.
+  if (!wants_network()) return Status(EOPNOTSUPP);
+  for (uint32_t x : mcast_)
+    if (x == group) return Status::ok();
+  if (mcast_.size() >= kLimits.max_mcast_grp) return Status(ENOMEM);
+  if (net_)
+    if (Status s = net_->join(group); !s.is_ok()) return s;
+  mcast_.push_back(group);
+  return Status::ok();
+}
+
+Status Qp::detach_mcast(const uint8_t gid[16]) {
+  std::lock_guard<SpinLock> g(sq_mu_);
+  uint32_t group;
+  if (type_ != QpType::kUd || !v4_multicast(gid, &group)) return Status(EINVAL);
+  for (auto it = mcast_.begin(); it != mcast_.end(); ++it)
+    if (*it == group) {
+      if (net_) net_->leave(group);
+      mcast_.erase(it);
+      return Status::ok();
+    }
+  return Status(EINVAL);
+}
+
+bool Qp::mcast_attached() {
+  std::lock_guard<SpinLock> g(sq_mu_);
+  return !mcast_.empty();
 }
 
 void Qp::net_start_requester() {

@@ -100,6 +100,18 @@ Result<std::unique_ptr<UdpEndpoint>> UdpEndpoint::open(const Options& o) {
   a.sin_addr.s_addr = o.bind.ip;
   a.sin_port = htons(o.bind.port);
   if (bind(e->fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) return Status(errno);
+  if (o.join_on) {
+    ip_mreq m{};
+    m.imr_multiaddr.s_addr = o.bind.ip;
+    m.imr_interface.s_addr = o.join_on;
+    if (setsockopt(e->fd_, IPPROTO_IP, IP_ADD_MEMBERSHIP, &m, sizeof(m)) != 0) return Status(errno);
+  } else if (!o.connect_to.ip && !o.peer.ip) {
+    // A UD sender: datagrams to a multicast group leave through the
+    // interface of the bound address (and loop back to this host's members).
+    in_addr i{};
+    i.s_addr = o.bind.ip;
+    (void)setsockopt(e->fd_, IPPROTO_IP, IP_MULTICAST_IF, &i, sizeof(i));
+  }
   socklen_t al = sizeof(a);
   getsockname(e->fd_, reinterpret_cast<sockaddr*>(&a), &al);
   e->local_ = UdpAddr{a.sin_addr.s_addr, ntohs(a.sin_port)};

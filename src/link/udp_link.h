@@ -72,6 +72,11 @@ class UdpEndpoint {
     /// the header comment). Ignored with the fault injector on (it holds
     /// packets back and reorders them: identification 0 keeps it simple).
     UdpAddr peer;
+    /// A multicast group's receiving socket: `bind` is <group>:4791 (so it
+    /// gets the group's datagrams only), and it joins the group on the
+    /// interface that has this address. Every socket of the host that joined
+    /// gets its own copy of each datagram.
+    uint32_t join_on = 0;
   };
   struct Stats {
     uint64_t sent = 0, send_errors = 0, received = 0, bad_icrc = 0, malformed = 0, cnp = 0;

@@ -28,6 +28,8 @@ namespace {
 
 constexpr uint64_t kIdleWakeNs = 100'000'000;  // re-check deadlines at least this often
 constexpr int kMaxEvents = 64;
+// A ready index with this bit names a multicast group's socket (EState::groups).
+constexpr int kGroupTag = 1 << 30;
 constexpr int kMaxRoundsPerSocket = 8;  // batches per readable socket per round
 constexpr int kMaxTouched = 16;         // QPs a batch's ACKs are tracked for (more: all)
 // After a packet, the engine thread keeps reading for this long before it
@@ -67,6 +69,13 @@ constexpr uint64_t kAppPollGraceNs = 200'000;
 struct EState {
   std::mutex run_mu;  // held while calling into NetQps; add/remove take it
   std::vector<NetQp*> slots;
+  // Multicast groups' receiving sockets, each of one QP (NetQp::join); in
+  // epoll as kGroupTag | index.
+  struct Group {
+    NetQp* q;
+    link::UdpEndpoint* ep;
+  };
+  std::vector<Group> groups;
   std::unordered_map<uint32_t, NetQp*> by_qpn;
   int ep = -1, wake = -1;
   int ep_timers = -1;  // epoll with the wake-up only: the thread's sleep while the application polls
@@ -85,6 +94,11 @@ struct EState {
   std::atomic<uint64_t> forwarded[5] = {};
 };
 
+std::string expand_pid(std::string path) {
+  for (size_t at; (at = path.find("%p")) != std::string::npos;) path.replace(at, 2, std::to_string(getpid()));
+  return path;
+}
+
 EState& es() {
   static EState* s = [] {
     auto* n = new EState();  // lives for the process
@@ -98,7 +112,20 @@ EState& es() {
                      c.fork_gate.child();
                      new (&c.run_mu) std::mutex();
                      c.slots.clear();
+                     c.groups.clear();
                      c.by_qpn.clear();
+                     // The parent's capture file is the parent's: its writer is
+                     // left alone (not destroyed: it must not write or close
+                     // anything the parent owns), and the child writes its own
+                     // file when the path names one per process (%p).
+                     if (c.settings.capture) {
+                       (void)new std::shared_ptr<wire::PcapWriter>(std::move(c.settings.capture));
+                       const char* path = getenv("UROCE_CAPTURE");
+                       if (path && strstr(path, "%p")) {
+                         auto w = wire::PcapWriter::open(expand_pid(path));
+                         if (w.is_ok()) c.settings.capture = std::move(w.value());
+                       }
+                     }
                      if (c.ep >= 0) close(c.ep);
                      if (c.ep_timers >= 0) close(c.ep_timers);
                      if (c.wake >= 0) close(c.wake);
@@ -113,11 +140,6 @@ EState& es() {
     return n;
   }();
   return *s;
-}
-
-std::string expand_pid(std::string path) {
-  for (size_t at; (at = path.find("%p")) != std::string::npos;) path.replace(at, 2, std::to_string(getpid()));
-  return path;
 }
 
 }  // namespace
@@ -190,6 +212,11 @@ void NetEngine::remove(NetQp* q) {
       x = nullptr;
       s.n_active.fetch_sub(1, std::memory_order_relaxed);
     }
+  for (EState::Group& x : s.groups)
+    if (x.q == q) {
+      epoll_ctl(s.ep, EPOLL_CTL_DEL, x.ep->fd(), nullptr);
+      x = {};
+    }
   auto it = s.by_qpn.find(q->qpn());
   if (it != s.by_qpn.end() && it->second == q) s.by_qpn.erase(it);
   if (s.n_active.load(std::memory_order_relaxed) == 0) {
@@ -205,6 +232,30 @@ void NetEngine::remove(NetQp* q) {
           "receiving, %llu bad Q_Key), %llu for no QP of this host, %llu not UD",
           del, drop + qkey, drop, qkey, none, other);
   }
+}
+
+Status NetEngine::add_group(NetQp* q, link::UdpEndpoint* ep) {
+  EState& s = es();
+  std::lock_guard<std::mutex> g(s.run_mu);
+  uint32_t i = 0;
+  while (i < s.groups.size() && s.groups[i].ep) ++i;
+  if (i == s.groups.size()) s.groups.push_back({});
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u32 = uint32_t(kGroupTag) | i;
+  if (epoll_ctl(s.ep, EPOLL_CTL_ADD, ep->fd(), &ev) != 0) return Status(errno);
+  s.groups[i] = {q, ep};
+  return Status::ok();
+}
+
+void NetEngine::remove_group(link::UdpEndpoint* ep) {
+  EState& s = es();
+  std::lock_guard<std::mutex> g(s.run_mu);
+  for (EState::Group& x : s.groups)
+    if (x.ep == ep) {
+      epoll_ctl(s.ep, EPOLL_CTL_DEL, ep->fd(), nullptr);
+      x = {};
+    }
 }
 
 void NetEngine::kick(uint64_t deadline) {
@@ -244,6 +295,7 @@ int NetEngine::round(const int* ready, int n, bool* drained, bool ack_per_batch)
     EState* s;
     bool ack_per_batch;
     NetQp* owner = nullptr;  // the socket's QP: most packets are for it
+    bool group = false;      // the socket is a multicast group's, of `owner`
     int nt = 0;
     bool overflow = false;
     NetQp* touched[kMaxTouched];  // [0, nt) only
@@ -252,7 +304,11 @@ int NetEngine::round(const int* ready, int n, bool* drained, bool ack_per_batch)
   b.ack_per_batch = ack_per_batch;
   auto dispatch = [c = &b](const wire::Packet& p, const link::UdpAddr& from, const link::UdpAddr& to) {
     NetQp* q = c->owner;
-    if (!q || q->qpn() != p.bth.dest_qp) {
+    if (c->group) {
+      // IBA 10.5.2.3: a multicast packet names QP 0xFFFFFF; every attached
+      // QP gets it (Linux gave each group socket its own copy).
+      if (p.bth.dest_qp != wire::kMulticastQpn) return;
+    } else if (!q || q->qpn() != p.bth.dest_qp) {
       auto it = c->s->by_qpn.find(p.bth.dest_qp);
       if (it == c->s->by_qpn.end()) {
         // Not one of this process's: a UD datagram for another process's
@@ -281,13 +337,21 @@ int NetEngine::round(const int* ready, int n, bool* drained, bool ack_per_batch)
   };
   if (ack_per_batch) NetQp::defer_acks(true);
   for (int i = 0; i < n; ++i) {
-    if (ready[i] < 0 || size_t(ready[i]) >= s.slots.size()) continue;
-    NetQp* q = s.slots[size_t(ready[i])];
+    NetQp* q = nullptr;
+    link::UdpEndpoint* ep = nullptr;
+    b.group = ready[i] >= 0 && (ready[i] & kGroupTag);
+    if (b.group) {
+      const size_t g = size_t(ready[i] & ~kGroupTag);
+      if (g < s.groups.size()) q = s.groups[g].q, ep = s.groups[g].ep;
+    } else if (ready[i] >= 0 && size_t(ready[i]) < s.slots.size()) {
+      q = s.slots[size_t(ready[i])];
+      if (q) ep = &q->rx();
+    }
     if (!q) continue;
     b.owner = q;
     for (int r = 0;; ++r) {
       bool more = false;
-      const int k = q->rx().poll(dispatch, link::UdpEndpoint::kBatch, &more);
+      const int k = ep->poll(dispatch, link::UdpEndpoint::kBatch, &more);
       got += k;
       if (ack_per_batch) send_acks();
       // A single datagram read from a quiet socket: more may wait, but the
@@ -362,6 +426,9 @@ bool NetEngine::poll_now() {
       q->flush_acks();  // what the previous poll held back
       if (direct && n < kMaxEvents) ready[n++] = int(i);
     }
+  if (direct)
+    for (size_t i = 0; i < s.groups.size() && n < kMaxEvents; ++i)
+      if (s.groups[i].ep) ready[n++] = kGroupTag | int(i);
   if (!direct) n = readable_slots(s, ready);
   bool drained = n < kMaxEvents;
   int got = 0;

@@ -22,6 +22,11 @@ class NetEngine {
   Status add(NetQp* q);
   /// Stops touching `q`; returns once no call into it is running.
   void remove(NetQp* q);
+  /// Delivers the packets of a multicast group's socket `ep` to `q` too
+  /// (NetQp::join); remove_group (or remove(q)) before `ep` goes.
+  Status add_group(NetQp* q, link::UdpEndpoint* ep);
+  /// Stops reading `ep`; returns once no call reading it is running.
+  void remove_group(link::UdpEndpoint* ep);
   /// A QP's deadline may have moved earlier than the thread's next wake-up.
   void kick(uint64_t deadline_ns);
   /// Handles what has arrived, without blocking; false if another thread is

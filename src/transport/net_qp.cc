@@ -7,6 +7,7 @@
 #include "core/notify.h"
 #include "core/qp_state.h"
 #include "link/shm_link.h"
+#include "transport/net_engine.h"
 #include "transport/target.h"
 #include "transport/ud_forward.h"
 #include "wire/grh.h"
@@ -220,6 +221,28 @@ NetQp::~NetQp() {
         (unsigned long long)p.seq_naks, (unsigned long long)p.seq_naks_repeated,
         (unsigned long long)p.rnr_naks, (unsigned long long)p.dropped);
   }
+}
+
+Status NetQp::join(uint32_t group) {
+  link::UdpEndpoint::Options o;
+  o.bind = link::UdpAddr{group, wire::kRoceV2Port};
+  o.reuse_addr = true;  // every member of the host binds the same
+  o.join_on = cfg_.local_ip;
+  o.capture_to = NetEngine::get().settings().capture;
+  auto r = link::UdpEndpoint::open(o);
+  if (!r.is_ok()) return Status(r.err());
+  if (Status st = NetEngine::get().add_group(this, r.value().get()); !st.is_ok()) return st;
+  groups_.push_back(Group{group, std::move(r.value())});
+  return Status::ok();
+}
+
+void NetQp::leave(uint32_t group) {
+  for (auto it = groups_.begin(); it != groups_.end(); ++it)
+    if (it->ip == group) {
+      NetEngine::get().remove_group(it->rx.get());
+      groups_.erase(it);
+      return;
+    }
 }
 
 void NetQp::start_requester(const RequesterConfig& c) {

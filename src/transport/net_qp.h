@@ -20,6 +20,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "common/spin_lock.h"
 #include "common/status.h"
@@ -96,6 +97,13 @@ class NetQp {
   /// responder coalesce ACKs).
   static void defer_acks(bool on);
 
+  /// UD: receives the datagrams sent to IPv4 multicast group `group`
+  /// (network order) from now on, through a socket of its own that joined
+  /// the group on this QP's interface (ibv_attach_mcast).
+  Status join(uint32_t group);
+  /// Stops receiving `group`'s datagrams (ibv_detach_mcast).
+  void leave(uint32_t group);
+
   uint32_t qpn() const { return cfg_.qpn; }
   /// RC, for uroced's linger (daemon/linger.h): whether the responder
   /// executed anything, and where it stands. Takes the receive socket.
@@ -129,6 +137,11 @@ class NetQp {
   SpinLock mu_;
   std::unique_ptr<Env> env_;
   std::unique_ptr<link::UdpEndpoint> tx_, rx_;
+  struct Group {
+    uint32_t ip;
+    std::unique_ptr<link::UdpEndpoint> rx;
+  };
+  std::vector<Group> groups_;  // join / leave only (the engine reads the sockets)
   link::UdpAddr peer_;
   std::unique_ptr<RcRequester> req_;
   std::unique_ptr<RcResponder> rc_resp_;

@@ -13,6 +13,7 @@
 #include "core/control_client.h"
 #include "core/limits.h"
 #include "core/notify.h"
+#include "core/qp.h"
 #include "core/service.h"
 #include "verbs/export.h"
 #include "verbs/objects.h"
@@ -232,9 +233,12 @@ static void fill_device_attr(UDevice* d, ibv_device_attr* a) {
   a->max_mw = 0;
   a->max_raw_ipv6_qp = 0;
   a->max_raw_ethy_qp = 0;
-  a->max_mcast_grp = int(kLimits.max_mcast_grp);
-  a->max_mcast_qp_attach = int(kLimits.max_mcast_qp_attach);
-  a->max_total_mcast_qp_attach = int(kLimits.max_total_mcast_qp_attach);
+  // Multicast groups are joined on the network link (core/qp_net.cc).
+  if (core::ud_on_network(d->info)) {
+    a->max_mcast_grp = int(kLimits.max_mcast_grp);
+    a->max_mcast_qp_attach = int(kLimits.max_mcast_qp_attach);
+    a->max_total_mcast_qp_attach = int(kLimits.max_total_mcast_qp_attach);
+  }
   a->max_ah = int(kLimits.max_ah);
   a->max_fmr = 0;
   a->max_map_per_fmr = 0;

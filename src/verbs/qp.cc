@@ -283,6 +283,8 @@ UROCE_EXPORT int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask, ibv_
 
 UROCE_EXPORT int ibv_destroy_qp(ibv_qp* qp) {
   UQp* q = uqp(qp);
+  // As the kernel: a QP still attached to a multicast group stays.
+  if (q->core && q->core->mcast_attached()) return EBUSY;
   if (q->upd) q->upd->refs--;
   if (q->xrcd) q->xrcd->refs--;
   pthread_mutex_destroy(&qp->mutex);
@@ -423,7 +425,16 @@ UROCE_EXPORT ibv_ah* ibv_create_ah_from_wc(ibv_pd* pd, ibv_wc* wc, ibv_grh* grh,
   return ibv_create_ah(pd, &a);
 }
 
-UROCE_EXPORT int ibv_attach_mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid) { return EOPNOTSUPP; }
-UROCE_EXPORT int ibv_detach_mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid) { return EOPNOTSUPP; }
+// Multicast: the LID is ignored, as over RoCE (the GID names the group).
+UROCE_EXPORT int ibv_attach_mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid) {
+  (void)lid;
+  Status st = uqp(qp)->core->attach_mcast(gid->raw);
+  return st ? 0 : st.err();
+}
+UROCE_EXPORT int ibv_detach_mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid) {
+  (void)lid;
+  Status st = uqp(qp)->core->detach_mcast(gid->raw);
+  return st ? 0 : st.err();
+}
 
 }  // namespace uroce::verbs

@@ -27,6 +27,10 @@ struct Bth {
   uint32_t psn = 0;      // 24 bits
 };
 
+/// The destination QP of every multicast packet (IBA 10.5.2.3); each QP
+/// attached to the group receives it.
+constexpr uint32_t kMulticastQpn = 0xffffff;
+
 /// AETH syndrome (9.3.5, Table 43): bits 6..5 say what it is, bits 4..0 the detail.
 enum class AckType : uint8_t { kAck = 0, kRnrNak = 1, kReserved = 2, kNak = 3 };
 enum class NakCode : uint8_t {

@@ -70,3 +70,11 @@ foreach(tool send write read atomic)
     uroce_netns_test(${tool}_bw_${cond} 120 ${opt} -- ${perf} ib_${tool}_bw ${pt_dev} -n 200)
   endforeach()
 endforeach()
+
+# UD multicast across the hosts (ibv_attach_mcast; no Debian program uses it
+# without a subnet manager): mcast_peer is a plain verbs program on uroce's
+# library; two members on one host, one on the sender's, veth captured.
+add_executable(mcast_peer ${CMAKE_CURRENT_LIST_DIR}/mcast_peer.cc)
+target_include_directories(mcast_peer PRIVATE ${IBVERBS_INCLUDE_DIR})
+target_link_libraries(mcast_peer PRIVATE ibverbs)
+uroce_netns_test(ud_multicast 60 --capture -- bash ${UROCE_NETNS_DIR}/mcast_pair.sh $<TARGET_FILE:mcast_peer>)
