@@ -9,6 +9,8 @@
 #                namespace, and server_addr, the address the client names
 #                (localhost; see tests/integration/netns/with_netns.sh)
 #   dump_threads PID LABEL   what a stuck program is doing (bounded)
+#   scratch NAME   a temporary directory $work and a list $pids of
+#                processes, both cleaned up on exit
 #   reap_pair DEADLINE  waits until $server_pid and $client_pid exit or
 #                $SECONDS reaches DEADLINE, kills (after dump_threads) what
 #                still runs, reaps both; sets server_rc, client_rc and
@@ -79,4 +81,19 @@ reap_pair() {
   exec 2>&3 3>&-
   server_pid=
   client_pid=
+}
+
+# scratch NAME: sets work to a new temporary directory and pids to (); on
+# exit, every process in pids is killed and reaped and work is removed.
+scratch() {
+  work=$(mktemp -d "${TMPDIR:-/tmp}/uroce-$1.XXXXXX")
+  pids=()
+  trap scratch_cleanup EXIT
+}
+# shellcheck disable=SC2317 # called through the trap
+scratch_cleanup() {
+  local p
+  for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; done
+  wait 2>/dev/null
+  rm -rf "$work"
 }

@@ -9,17 +9,7 @@ set -u
 source "$(dirname "${BASH_SOURCE[0]}")/../proc_lib.sh"
 port=$1 n=$2 dev=$3 gid=$4
 command -v ibv_xsrq_pingpong >/dev/null 2>&1 || { echo "SKIP: ibv_xsrq_pingpong not installed"; exit 77; }
-work=$(mktemp -d "${TMPDIR:-/tmp}/uroce-xsrq.XXXXXX")
-pids=()
-# shellcheck disable=SC2317 # called through the trap
-cleanup() {
-  local p
-  for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; done
-  wait 2>/dev/null
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
+scratch xsrq
 
 timeout 30 ibv_xsrq_pingpong -d "$dev" -g "$gid" -p "$port" -c "$n" >"$work/server.out" 2>&1 &
 pids+=($!)

@@ -15,16 +15,7 @@ peer=${1:?usage: mcast_pair.sh MCAST_PEER}
 dev=uroce_rnic0
 group=239.7.7.7
 n=20
-work=$(mktemp -d "${TMPDIR:-/tmp}/uroce-mcast.XXXXXX")
-pids=()
-# shellcheck disable=SC2317 # called through the trap
-cleanup() {
-  local p
-  for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; done
-  wait 2>/dev/null
-  rm -rf "$work"
-}
-trap cleanup EXIT
+scratch mcast
 
 names=(server-1 server-2 client-1)
 for name in "${names[@]}"; do
