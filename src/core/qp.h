@@ -19,6 +19,7 @@
 #include "core/peer_map.h"
 #include "core/srq.h"
 #include "core/types.h"
+#include "link/ip_addr.h"
 
 namespace uroce::transport {
 class NetQp;
@@ -215,7 +216,7 @@ class Qp {
   MrCache local_mr_cache_{};  // the last local MR a WQE used (under sq_mu_)
   std::unique_ptr<transport::NetQp> net_;
   uint32_t net_unsignaled_ = 0;   // like unsignaled_, for network completions (under the NetQp's lock)
-  uint32_t ud_dst_cache_ip_ = 0;  // the last UD destination looked at (under sq_mu_)
+  link::IpAddr ud_dst_cache_ip_;  // the last UD destination looked at (under sq_mu_)
   bool ud_dst_cache_remote_ = false;
   std::vector<uint32_t> mcast_;  // groups attached (IPv4, network order; under sq_mu_)
   static constexpr size_t kMaxUdPayload = 4096;

@@ -46,18 +46,36 @@ bool v4_mapped(const uint8_t* gid, uint32_t* ip) {
   return true;
 }
 
+/// The unicast IP address GID `gid` of device `d` stands for (IPv4-mapped
+/// or IPv6; a link-local one on `d`'s interface); false for anything else
+/// (zero, multicast, unspecified).
+bool unicast_addr(const uint8_t* gid, const DeviceInfo& d, link::IpAddr* out) {
+  *out = link::IpAddr::of_gid(gid, d.ifindex);
+  if (out->empty()) return false;
+  if (out->is_v4()) return (ntohl(out->ip4()) >> 28) != 0xe;
+  return gid[0] != 0xff;
+}
+
 /// Is `ip` an address of this host? (Binding to it succeeds only then; a
 /// multicast group, which any socket may bind, is no host's.)
-bool local_address(uint32_t ip) {
-  if ((ntohl(ip) >> 28) == 0xe) return false;
-  int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+bool local_address(const link::IpAddr& ip) {
+  if (ip.is_v4() && (ntohl(ip.ip4()) >> 28) == 0xe) return false;
+  if (!ip.is_v4() && ip.b[0] == 0xff) return false;
+  const link::SockAddr a = link::sockaddr_of(link::UdpAddr{ip, 0});
+  int fd = socket(a.sa.sa_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return false;
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = ip;
-  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
+  const bool ok = bind(fd, a.get(), a.len) == 0;
   close(fd);
   return ok;
+}
+
+/// Is `gid` one of device `d`'s own? Then its QPs are on this host, even
+/// where no socket can bind it (the loopback device's link-local GID[0]:
+/// lo has no link-local address).
+bool own_gid(const DeviceInfo& d, const uint8_t* gid) {
+  for (uint32_t i = 0; i < d.num_gids; ++i)
+    if (memcmp(d.gids[i], gid, 16) == 0) return true;
+  return false;
 }
 
 transport::MsgKind kind_of(WrOpcode op) {
@@ -105,19 +123,28 @@ uint32_t path_mtu_bytes(const QpModifyArgs& a, uint32_t if_mtu) {
 
 }  // namespace
 
-/// The first IPv4 address among the device's GIDs (a UD QP receives there).
-bool first_v4(const DeviceInfo& d, uint32_t* ip) {
-  for (uint32_t i = 0; i < d.num_gids; ++i)
-    if (v4_mapped(d.gids[i], ip)) return true;
-  return false;
+/// The addresses a UD QP of device `d` receives at: every unicast address
+/// among its GIDs, IPv4 first (the first is the QP's own socket's; multicast
+/// groups are joined on it).
+std::vector<link::IpAddr> ud_addresses(const DeviceInfo& d) {
+  std::vector<link::IpAddr> v4, v6;
+  for (uint32_t i = 0; i < d.num_gids; ++i) {
+    link::IpAddr a;
+    if (!unicast_addr(d.gids[i], d, &a)) continue;
+    std::vector<link::IpAddr>& to = a.is_v4() ? v4 : v6;
+    bool seen = false;
+    for (const link::IpAddr& x : to) seen = seen || x == a;
+    if (!seen) to.push_back(a);
+  }
+  v4.insert(v4.end(), v6.begin(), v6.end());
+  return v4;
 }
 
 bool ud_on_network(const DeviceInfo& d) {
   // Datagrams may come from anywhere: listen on the network unless the
   // device is the loopback one (same-host peers use shared memory).
   const LinkChoice c = link_choice();
-  uint32_t ip;
-  return c != LinkChoice::kShm && first_v4(d, &ip) && (c == LinkChoice::kUdp || !d.is_loopback);
+  return c != LinkChoice::kShm && !ud_addresses(d).empty() && (c == LinkChoice::kUdp || !d.is_loopback);
 }
 
 bool Qp::wants_network() const {
@@ -126,11 +153,11 @@ bool Qp::wants_network() const {
   if (type_ == QpType::kUd) return ud_on_network(ctx_->dev());
   if (type_ != QpType::kRc && type_ != QpType::kUc) return false;
   if (!attr_.av.is_global) return false;  // no GRH: a LID, which only the shared-memory link knows
-  uint32_t dst, src;
-  if (!v4_mapped(attr_.av.dgid, &dst)) return false;
   const DeviceInfo& d = ctx_->dev();
-  if (attr_.av.sgid_index >= d.num_gids || !v4_mapped(d.gids[attr_.av.sgid_index], &src)) return false;
-  return c == LinkChoice::kUdp || !local_address(dst);
+  link::IpAddr dst, src;
+  if (!unicast_addr(attr_.av.dgid, d, &dst)) return false;
+  if (attr_.av.sgid_index >= d.num_gids || !unicast_addr(d.gids[attr_.av.sgid_index], d, &src)) return false;
+  return c == LinkChoice::kUdp || !(own_gid(d, attr_.av.dgid) || local_address(dst));
 }
 
 Status Qp::net_open() {
@@ -138,12 +165,19 @@ Status Qp::net_open() {
   transport::NetQp::Config c;
   c.type = type_;
   c.qpn = qpn_;
+  std::vector<link::IpAddr> ud_more;
   if (type_ == QpType::kUd) {
-    if (!first_v4(d, &c.local_ip)) return Status(EINVAL);
+    ud_more = ud_addresses(d);
+    if (ud_more.empty()) return Status(EINVAL);
+    c.local_ip = ud_more.front();
+    ud_more.erase(ud_more.begin());
     c.sport = transport::udp_sport(0, qpn_, 1);  // one port per UD QP
   } else {
-    if (!v4_mapped(d.gids[attr_.av.sgid_index], &c.local_ip) || !v4_mapped(attr_.av.dgid, &c.remote_ip))
+    if (!unicast_addr(d.gids[attr_.av.sgid_index], d, &c.local_ip) ||
+        !unicast_addr(attr_.av.dgid, d, &c.remote_ip))
       return Status(EINVAL);
+    // One family end to end (an IPv4 socket cannot reach an IPv6 address).
+    if (c.local_ip.is_v4() != c.remote_ip.is_v4()) return Status(EINVAL);
     c.sport = c.peer_sport = transport::udp_sport(attr_.av.flow_label, qpn_, attr_.dest_qpn);
     if (c.local_ip == c.remote_ip && qpn_ != attr_.dest_qpn) {
       // Both ends on this host (UROCE_LINK=udp): with one port the two
@@ -173,6 +207,10 @@ Status Qp::net_open() {
     net_.reset();
     return s;
   }
+  for (const link::IpAddr& a : ud_more)
+    if (Status s = net_->add_address(a); !s.is_ok())
+      // (The loopback device's link-local GID is no address of lo's.)
+      UROCE_INFO("UD QP %u: not receiving at %s (%s)", qpn_, link::to_string(a).c_str(), strerror(s.err()));
   for (uint32_t g : mcast_)
     if (Status s = net_->join(g); !s.is_ok()) {
       e.remove(net_.get());
@@ -295,12 +333,14 @@ Status Qp::net_post(const SendWqe& w) {
 }
 
 bool Qp::ud_over_network(const AddressVector& av) {
-  uint32_t dst;
-  if (!av.is_global || !v4_mapped(av.dgid, &dst)) return false;
+  link::IpAddr dst;
+  if (!av.is_global) return false;
+  // A group (IPv4 only) or a unicast address.
+  if (!unicast_addr(av.dgid, ctx_->dev(), &dst) && !(dst.is_v4() && dst.ip4())) return false;
   if (link_choice() == LinkChoice::kUdp) return true;
-  if (dst != ud_dst_cache_ip_) {
+  if (!(dst == ud_dst_cache_ip_)) {
     ud_dst_cache_ip_ = dst;
-    ud_dst_cache_remote_ = !local_address(dst);
+    ud_dst_cache_remote_ = !(own_gid(ctx_->dev(), av.dgid) || local_address(dst));
   }
   return ud_dst_cache_remote_;
 }
@@ -325,12 +365,16 @@ Status Qp::net_post_ud(const SendWqe& w) {
     memcpy(buf + at, loc[i].iov_base, loc[i].iov_len);
     at += loc[i].iov_len;
   }
-  uint32_t dst = 0;
-  v4_mapped(w.av->dgid, &dst);  // ud_over_network checked it is an IPv4-mapped GID
+  const DeviceInfo& d = ctx_->dev();
+  const link::IpAddr dst = link::IpAddr::of_gid(w.av->dgid, d.ifindex);  // ud_over_network checked it
+  link::IpAddr src;
+  if (w.av->sgid_index < d.num_gids) src = link::IpAddr::of_gid(d.gids[w.av->sgid_index], d.ifindex);
   // IBA 10.2.5: a Q_Key with the high bit set means "use the QP's own Q_Key".
   const uint32_t qkey = (w.remote_qkey & 0x80000000u) ? attr_.qkey : w.remote_qkey;
-  net_->send_ud(dst, w.remote_qpn, qkey, w.opcode == WrOpcode::kSendWithImm, w.imm,
-                w.flags & send_flags::kSolicited, {buf, size_t(len)});
+  // No address of the destination's family: the datagram is lost, as on a
+  // port without such a GID (the send still completes: UD has no ACKs).
+  (void)net_->send_ud(dst, src, w.remote_qpn, qkey, w.opcode == WrOpcode::kSendWithImm, w.imm,
+                      w.flags & send_flags::kSolicited, {buf, size_t(len)});
   complete_send(w, WcStatus::kSuccess, uint32_t(len));
   return Status::ok();
 }

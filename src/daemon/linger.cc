@@ -6,7 +6,7 @@
 
 #include "common/log.h"
 #include "transport/psn.h"
-#include "wire/ipv4.h"
+#include "wire/ip_udp.h"
 #include "wire/packet.h"
 
 namespace uroce::daemon {
@@ -18,14 +18,15 @@ constexpr uint64_t kLingerNs = 3'000'000'000ull;  // covers retry_cnt 7 x timeou
 void Lingers::add(int rx_fd, uint32_t qpn, uint32_t dest_qpn, uint32_t epsn, uint32_t msn, uint16_t sport,
                   uint64_t now) {
   Entry e;
-  sockaddr_in peer{};
+  sockaddr_in6 peer{};  // or sockaddr_in
   socklen_t pl = sizeof(peer);
   if (getpeername(rx_fd, reinterpret_cast<sockaddr*>(&peer), &pl) != 0) {
     close(rx_fd);
     return;
   }
   e.rx = link::UdpEndpoint::adopt(rx_fd);
-  e.peer = link::UdpAddr{peer.sin_addr.s_addr, wire::kRoceV2Port};
+  e.peer = link::udp_addr_of(reinterpret_cast<const sockaddr*>(&peer));
+  e.peer.port = wire::kRoceV2Port;
   // ACKs leave from the flow's source port, like the QP's own did.
   link::UdpEndpoint::Options o;
   o.bind = link::UdpAddr{e.rx->local().ip, sport};

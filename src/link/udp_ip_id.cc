@@ -23,7 +23,7 @@ constexpr uint16_t kIdAhead = 1024, kIdBehind = 256;
 }  // namespace
 
 void UdpEndpoint::send_failed(int err) {
-  if (!peer_.ip || err == EAGAIN || err == EINTR || err == ECONNREFUSED) return;
+  if (!counted_ || err == EAGAIN || err == EINTR || err == ECONNREFUSED) return;
   // Linux may have counted the datagram: learn the counter again. (If even
   // that fails, the peer drops what follows as unproven and RC retransmits
   // into the next attempt.)
@@ -39,7 +39,7 @@ bool UdpEndpoint::learn_id() {
   // socket numbers every datagram it sends, to its peer or not.
   const int sink = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (sink < 0) return false;
-  sockaddr_in sa = sockaddr_of(UdpAddr{local_.ip, 0});
+  sockaddr_in sa = sockaddr_of(UdpAddr{local_.ip, 0}).in;
   socklen_t sl = sizeof(sa);
   bool ok = bind(sink, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) == 0 &&
             getsockname(sink, reinterpret_cast<sockaddr*>(&sa), &sl) == 0;
@@ -72,7 +72,8 @@ bool UdpEndpoint::learn_id() {
       uint32_t src, dst;
       memcpy(&src, ip + 12, 4);
       memcpy(&dst, ip + 16, 4);
-      if (ip[0] != 0x45 || ip[9] != IPPROTO_UDP || src != local_.ip || dst != sa.sin_addr.s_addr) continue;
+      if (ip[0] != 0x45 || ip[9] != IPPROTO_UDP || src != local_.ip.ip4() || dst != sa.sin_addr.s_addr)
+        continue;
       uint16_t dport;
       memcpy(&dport, ip + 22, 2);
       if (dport != sa.sin_port) continue;

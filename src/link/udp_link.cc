@@ -12,7 +12,7 @@
 
 #include "common/clock.h"
 #include "wire/icrc.h"
-#include "wire/ipv4.h"
+#include "wire/ip_udp.h"
 
 namespace uroce::link {
 
@@ -46,44 +46,104 @@ ssize_t sys_sendto(int fd, const void* d, size_t len, const sockaddr* to, sockle
   return syscall(SYS_sendto, fd, d, len, 0, to, tolen);
 }
 
-/// A destination as the fault injector's tag (it may hold a packet back).
-uint64_t pack(const UdpAddr& a) { return uint64_t(a.ip) << 16 | a.port; }
-
 uint64_t wall_ns() {
   timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
 }
 
-/// The IPv4 and UDP headers Linux writes for this datagram (see the header
-/// comment); the IPv4 header checksum only `for_capture` (the ICRC masks it).
-void headers_for(const UdpAddr& src, const UdpAddr& dst, size_t len, uint8_t ip[20], uint8_t udp[8],
-                 uint16_t id = 0, bool for_capture = false) {
-  wire::Ipv4UdpFields f;
-  f.src = src.ip;
-  f.dst = dst.ip;
+constexpr size_t kMaxHeaders = wire::kIpv6HeaderBytes + wire::kUdpHeaderBytes;
+
+/// The IP and UDP headers Linux writes for the datagram `payload` of `len`
+/// bytes (see the header comment) into `h`; returns their length. The
+/// checksums only with `payload` (for a capture: the ICRC masks them).
+size_t headers_for(const UdpAddr& src, const UdpAddr& dst, size_t len, uint8_t h[kMaxHeaders],
+                   uint16_t id = 0, const uint8_t* payload = nullptr) {
+  if (src.ip.is_v4()) {
+    wire::Ipv4UdpFields f;
+    f.src = src.ip.ip4();
+    f.dst = dst.ip.ip4();
+    f.sport = src.port;
+    f.dport = dst.port;
+    f.id = id;
+    f.header_checksum = payload != nullptr;
+    wire::build_ipv4_udp(f, len, nullptr, h, h + wire::kIpv4HeaderBytes);
+    return wire::kIpv4HeaderBytes + wire::kUdpHeaderBytes;
+  }
+  wire::Ipv6UdpFields f;
+  memcpy(f.src, src.ip.b, 16);
+  memcpy(f.dst, dst.ip.b, 16);
   f.sport = src.port;
   f.dport = dst.port;
-  f.id = id;
-  f.header_checksum = for_capture;
-  wire::build_ipv4_udp(f, len, nullptr, ip, udp);
+  wire::build_ipv6_udp(f, len, payload, h, h + wire::kIpv6HeaderBytes);
+  return wire::kIpv6HeaderBytes + wire::kUdpHeaderBytes;
+}
+
+/// The ICRC of `ib` (BTH up to the ICRC) sent from `src` to `dst` over IPv6.
+uint32_t icrc_v6(const UdpAddr& src, const UdpAddr& dst, std::span<const uint8_t> ib) {
+  uint8_t h[kMaxHeaders];
+  headers_for(src, dst, ib.size() + wire::kIcrcBytes, h);
+  return wire::icrc({h, wire::kIpv6HeaderBytes}, {h + wire::kIpv6HeaderBytes, wire::kUdpHeaderBytes}, ib);
 }
 
 }  // namespace
 
+SockAddr sockaddr_of(const UdpAddr& a) {
+  SockAddr s;
+  if (a.ip.is_v4()) {
+    s.in = sockaddr_in{};
+    s.in.sin_family = AF_INET;
+    s.in.sin_addr.s_addr = a.ip.ip4();
+    s.in.sin_port = htons(a.port);
+    s.len = sizeof(s.in);
+  } else {
+    s.in6 = sockaddr_in6{};
+    s.in6.sin6_family = AF_INET6;
+    memcpy(&s.in6.sin6_addr, a.ip.b, 16);
+    s.in6.sin6_port = htons(a.port);
+    s.in6.sin6_scope_id = a.ip.scope;
+    s.len = sizeof(s.in6);
+  }
+  return s;
+}
+
+UdpAddr udp_addr_of(const sockaddr* s) {
+  UdpAddr a;
+  if (s->sa_family == AF_INET) {
+    const auto* in = reinterpret_cast<const sockaddr_in*>(s);
+    a.ip = IpAddr::v4(in->sin_addr.s_addr);
+    a.port = ntohs(in->sin_port);
+  } else if (s->sa_family == AF_INET6) {
+    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(s);
+    memcpy(a.ip.b, &in6->sin6_addr, 16);
+    if (a.ip.link_local()) a.ip.scope = in6->sin6_scope_id;
+    a.port = ntohs(in6->sin6_port);
+  }
+  return a;
+}
+
 Result<std::unique_ptr<UdpEndpoint>> UdpEndpoint::open(const Options& o) {
   // The ICRC covers the source address: it must be known, so no wildcard bind.
-  if (o.bind.ip == htonl(INADDR_ANY)) return Status(EINVAL);
+  if (o.bind.ip.empty()) return Status(EINVAL);
   std::unique_ptr<UdpEndpoint> e(new UdpEndpoint());
-  e->fd_ = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  e->v6_ = !o.bind.ip.is_v4();
+  e->fd_ = socket(e->v6_ ? AF_INET6 : AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (e->fd_ < 0) return Status(errno);
-  const int one = 1, pmtu = IP_PMTUDISC_DO, buf = kSocketBuffer;
+  const int one = 1, buf = kSocketBuffer;
   // Don't fragment (RoCE packets fit the path MTU by construction), which is
   // also what makes Linux send IP identification 0 on an unconnected socket.
   // No IP_PKTINFO: the socket is bound to one address (never the wildcard),
   // so a datagram it receives was sent to that address; the control message
   // cost every read.
-  if (setsockopt(e->fd_, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu)) != 0) return Status(errno);
+  if (e->v6_) {
+    const int pmtu = IPV6_PMTUDISC_DO;
+    if (setsockopt(e->fd_, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one)) != 0 ||
+        setsockopt(e->fd_, IPPROTO_IPV6, IPV6_MTU_DISCOVER, &pmtu, sizeof(pmtu)) != 0)
+      return Status(errno);
+  } else {
+    const int pmtu = IP_PMTUDISC_DO;
+    if (setsockopt(e->fd_, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu)) != 0) return Status(errno);
+  }
   if (o.reuse_addr && setsockopt(e->fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0)
     return Status(errno);
   // A GSO send (ours or another sender's) may then arrive as one datagram
@@ -95,41 +155,41 @@ Result<std::unique_ptr<UdpEndpoint>> UdpEndpoint::open(const Options& o) {
   for (int opt : {SO_RCVBUFFORCE, SO_SNDBUFFORCE})
     if (setsockopt(e->fd_, SOL_SOCKET, opt, &buf, sizeof(buf)) != 0)
       setsockopt(e->fd_, SOL_SOCKET, opt == SO_RCVBUFFORCE ? SO_RCVBUF : SO_SNDBUF, &buf, sizeof(buf));
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = o.bind.ip;
-  a.sin_port = htons(o.bind.port);
-  if (bind(e->fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) return Status(errno);
+  SockAddr a = sockaddr_of(o.bind);
+  if (bind(e->fd_, a.get(), a.len) != 0) return Status(errno);
   if (o.join_on) {
     ip_mreq m{};
-    m.imr_multiaddr.s_addr = o.bind.ip;
+    m.imr_multiaddr.s_addr = o.bind.ip.ip4();
     m.imr_interface.s_addr = o.join_on;
+    if (e->v6_) return Status(EINVAL);  // IPv4 groups only
     if (setsockopt(e->fd_, IPPROTO_IP, IP_ADD_MEMBERSHIP, &m, sizeof(m)) != 0) return Status(errno);
-  } else if (!o.connect_to.ip && !o.peer.ip) {
+  } else if (o.connect_to.ip.empty() && o.peer.ip.empty() && !e->v6_) {
     // A UD sender: datagrams to a multicast group leave through the
     // interface of the bound address (and loop back to this host's members).
     in_addr i{};
-    i.s_addr = o.bind.ip;
+    i.s_addr = o.bind.ip.ip4();
     (void)setsockopt(e->fd_, IPPROTO_IP, IP_MULTICAST_IF, &i, sizeof(i));
   }
-  socklen_t al = sizeof(a);
-  getsockname(e->fd_, reinterpret_cast<sockaddr*>(&a), &al);
-  e->local_ = UdpAddr{a.sin_addr.s_addr, ntohs(a.sin_port)};
-  if (o.connect_to.ip) {
-    const sockaddr_in c = sockaddr_of(o.connect_to);
-    if (connect(e->fd_, reinterpret_cast<const sockaddr*>(&c), sizeof(c)) != 0) return Status(errno);
+  socklen_t al = sizeof(a.in6);
+  getsockname(e->fd_, &a.sa, &al);
+  e->local_ = udp_addr_of(a.get());
+  if (!o.connect_to.ip.empty()) {
+    const SockAddr c = sockaddr_of(o.connect_to);
+    if (connect(e->fd_, c.get(), c.len) != 0) return Status(errno);
     e->from_ = o.connect_to;
-  } else if (o.peer.ip && !o.faults.any()) {
-    const sockaddr_in c = sockaddr_of(o.peer);
-    if (connect(e->fd_, reinterpret_cast<const sockaddr*>(&c), sizeof(c)) == 0) {
+  } else if (!o.peer.ip.empty() && !o.faults.any()) {
+    const SockAddr c = sockaddr_of(o.peer);
+    if (connect(e->fd_, c.get(), c.len) == 0) {
       e->peer_ = o.peer;
-      if (!e->learn_id()) {
+      e->counted_ = !e->v6_;  // IPv6 has no identification to learn
+      if (e->counted_ && !e->learn_id()) {
         // No transmit timestamps here (or no data with them): unconnected,
         // identification 0.
-        sockaddr_in u{};
-        u.sin_family = AF_UNSPEC;
-        (void)connect(e->fd_, reinterpret_cast<const sockaddr*>(&u), sizeof(u));
+        sockaddr u{};
+        u.sa_family = AF_UNSPEC;
+        (void)connect(e->fd_, &u, sizeof(u));
         e->peer_ = UdpAddr{};
+        e->counted_ = false;
       }
     }
   }
@@ -147,10 +207,11 @@ Result<std::unique_ptr<UdpEndpoint>> UdpEndpoint::open(const Options& o) {
 std::unique_ptr<UdpEndpoint> UdpEndpoint::adopt(int fd) {
   std::unique_ptr<UdpEndpoint> e(new UdpEndpoint());
   e->fd_ = fd;
-  sockaddr_in a{};
+  sockaddr_in6 a{};
   socklen_t al = sizeof(a);
   getsockname(fd, reinterpret_cast<sockaddr*>(&a), &al);
-  e->local_ = UdpAddr{a.sin_addr.s_addr, ntohs(a.sin_port)};
+  e->local_ = udp_addr_of(reinterpret_cast<const sockaddr*>(&a));
+  e->v6_ = !e->local_.ip.is_v4();
   return e;
 }
 
@@ -159,13 +220,12 @@ UdpEndpoint::~UdpEndpoint() {
 }
 
 void UdpEndpoint::transmit(std::span<const uint8_t> d, const UdpAddr& to) {
-  const sockaddr_in a = sockaddr_of(to);
+  const SockAddr a = sockaddr_of(to);
   // To a connected socket's peer without the address: Linux then uses the
   // route it keeps (what connecting is for).
-  const bool named = !peer_.ip || !same_addr(to, peer_);
+  const bool named = peer_.ip.empty() || !same_addr(to, peer_);
   for (int tries = 0;; ++tries) {
-    ssize_t n = sys_sendto(fd_, d.data(), d.size(), named ? reinterpret_cast<const sockaddr*>(&a) : nullptr,
-                           named ? sizeof(a) : 0);
+    ssize_t n = sys_sendto(fd_, d.data(), d.size(), named ? a.get() : nullptr, named ? a.len : 0);
     if (n == ssize_t(d.size())) {
       ++stats_.sent;
       ++next_id_;
@@ -204,10 +264,10 @@ Status UdpEndpoint::send(wire::Packet& p, const UdpAddr& to) {
   }
   tx_.resize(n + wire::kIcrcBytes);
   if (wire::encode(p, tx_.data(), tx_.size()) != n) return Status(EINVAL);
-  if (peer_.ip && !primed_) prime(tx_.data(), tx_.size());
-  seal(tx_.data(), tx_.size(), to, peer_.ip ? next_id_ : 0, true);
+  if (counted_ && !primed_) prime(tx_.data(), tx_.size());
+  seal(tx_.data(), tx_.size(), to, counted_ ? next_id_ : 0, true);
   if (faults_)
-    faults_->process(tx_, emit_to(), pack(to));
+    faults_->process(tx_, emit_to(), tag_of(to));
   else
     transmit(tx_, to);
   return Status::ok();
@@ -215,11 +275,13 @@ Status UdpEndpoint::send(wire::Packet& p, const UdpAddr& to) {
 
 void UdpEndpoint::seal(uint8_t* d, size_t len, const UdpAddr& to, uint16_t id, bool capture) {
   const size_t n = len - wire::kIcrcBytes;
-  wire::put_icrc(d + n, icrc_.compute({local_.ip, to.ip, local_.port, to.port}, id, {d, n}));
+  wire::put_icrc(d + n,
+                 v6_ ? icrc_v6(local_, to, {d, n})
+                     : icrc_.compute({local_.ip.raw4(), to.ip.raw4(), local_.port, to.port}, id, {d, n}));
   if (capture && capture_) {
-    uint8_t hdr[28];
-    headers_for(local_, to, len, hdr, hdr + 20, id, true);
-    capture_->write({hdr, 28}, {d, len}, wall_ns(), true);
+    uint8_t hdr[kMaxHeaders];
+    const size_t hl = headers_for(local_, to, len, hdr, id, d);
+    capture_->write({hdr, hl}, {d, len}, wall_ns(), true);
   }
 }
 
@@ -231,7 +293,7 @@ void UdpEndpoint::send_queued() {
     size_t first, count, bytes;
   };
   Msg runs[kSendBatch];
-  if (peer_.ip && !primed_ && !pending_.empty()) prime(queue_.data() + pending_[0].off, pending_[0].len);
+  if (counted_ && !primed_ && !pending_.empty()) prime(queue_.data() + pending_[0].off, pending_[0].len);
   size_t i = 0;
   while (i < pending_.size()) {
     int m = 0;
@@ -241,15 +303,14 @@ void UdpEndpoint::send_queued() {
       if (gso_) {
         while (j < pending_.size() && j - i < size_t(kMaxGsoSegments)) {
           const Queued& b = pending_[j];
-          if (b.to.ip != a.to.ip || b.to.port != a.to.port || b.len > a.len || bytes + b.len > kMaxUdpPayload)
-            break;
+          if (!same_addr(b.to, a.to) || b.len > a.len || bytes + b.len > kMaxUdpPayload) break;
           bytes += b.len;
           ++j;
           if (b.len < a.len) break;  // a shorter packet ends the run
         }
       }
       // The k-th datagram of a GSO send carries the send's identification + k.
-      const uint16_t base = peer_.ip ? id_ahead(size_t(m)) : 0;
+      const uint16_t base = counted_ ? id_ahead(size_t(m)) : 0;
       for (size_t k = i; k < j; ++k)
         seal(queue_.data() + pending_[k].off, pending_[k].len, pending_[k].to, uint16_t(base + (k - i)),
              true);
@@ -258,15 +319,14 @@ void UdpEndpoint::send_queued() {
     }
     mmsghdr msgs[kSendBatch];
     iovec iov[kSendBatch];
-    sockaddr_in to[kSendBatch];
+    SockAddr to[kSendBatch];
     alignas(cmsghdr) char ctl[kSendBatch][CMSG_SPACE(sizeof(uint16_t))];
     for (int k = 0; k < m; ++k) {
       const Queued& a = pending_[runs[k].first];
       iov[k] = iovec{queue_.data() + a.off, runs[k].bytes};
       to[k] = sockaddr_of(a.to);
-      const bool named = !peer_.ip || !same_addr(a.to, peer_);  // see transmit()
-      msgs[k].msg_hdr =
-          msghdr{named ? &to[k] : nullptr, socklen_t(named ? sizeof(to[k]) : 0), &iov[k], 1, nullptr, 0, 0};
+      const bool named = peer_.ip.empty() || !same_addr(a.to, peer_);  // see transmit()
+      msgs[k].msg_hdr = msghdr{named ? &to[k].sa : nullptr, named ? to[k].len : 0, &iov[k], 1, nullptr, 0, 0};
       msgs[k].msg_len = 0;
       if (runs[k].count > 1) {
         msgs[k].msg_hdr.msg_control = ctl[k];
@@ -282,7 +342,7 @@ void UdpEndpoint::send_queued() {
     // After a failure that may have moved a connected socket's counter (it
     // is learned again), what is still to go is sealed again.
     auto reseal_from = [&](int first) {
-      if (!peer_.ip) return;
+      if (!counted_) return;
       for (int x = first; x < m; ++x)
         for (size_t y = 0; y < runs[x].count; ++y) {
           const Queued& q = pending_[runs[x].first + y];
@@ -316,7 +376,7 @@ void UdpEndpoint::send_queued() {
         // would have had.)
         for (size_t x = runs[k].first; x < runs[k].first + runs[k].count; ++x) {
           const Queued& q = pending_[x];
-          seal(queue_.data() + q.off, q.len, q.to, peer_.ip ? next_id_ : 0, false);
+          seal(queue_.data() + q.off, q.len, q.to, counted_ ? next_id_ : 0, false);
           transmit({queue_.data() + q.off, q.len}, q.to);
         }
         ++k;
@@ -340,15 +400,20 @@ void UdpEndpoint::flush() {
 }
 
 FaultInjector::Emit UdpEndpoint::emit_to() {
-  return [this](std::span<const uint8_t> d, uint64_t tag) {
-    transmit(d, UdpAddr{uint32_t(tag >> 16), uint16_t(tag)});
-  };
+  return [this](std::span<const uint8_t> d, uint64_t tag) { transmit(d, tags_[tag]); };
+}
+
+uint64_t UdpEndpoint::tag_of(const UdpAddr& to) {
+  for (size_t i = 0; i < tags_.size(); ++i)
+    if (same_addr(tags_[i], to)) return i;
+  tags_.push_back(to);
+  return tags_.size() - 1;
 }
 
 int UdpEndpoint::poll(OnPacket on_packet, int max, bool* more) {
   mmsghdr msgs[kBatch];
   iovec iov[kBatch];
-  sockaddr_in from[kBatch];
+  sockaddr_in6 from[kBatch];  // or sockaddr_in
   alignas(cmsghdr) char ctl[kBatch][CMSG_SPACE(sizeof(in_pktinfo)) + CMSG_SPACE(sizeof(int))];
   // A quiet socket (the last read found at most one datagram) is read with
   // one recvmsg: recvmmsg also tries a second entry, which costs a datagram
@@ -359,8 +424,9 @@ int UdpEndpoint::poll(OnPacket on_packet, int max, bool* more) {
   for (int i = 0; i < want; ++i) {
     iov[i] = iovec{rx_.data() + size_t(i) * kMaxDatagram, kMaxDatagram};
     // A connected socket receives from its peer only: no address to ask for.
-    msgs[i].msg_hdr = msghdr{from_.ip ? nullptr : &from[i],
-                             socklen_t(from_.ip ? 0 : sizeof(from[i])),
+    const bool ask = from_.ip.empty();
+    msgs[i].msg_hdr = msghdr{ask ? &from[i] : nullptr,
+                             socklen_t(ask ? sizeof(from[i]) : 0),
                              &iov[i],
                              1,
                              ctl[i],
@@ -385,13 +451,11 @@ int UdpEndpoint::poll(OnPacket on_packet, int max, bool* more) {
     return 0;
   }
   for (int i = 0; i < got; ++i) {
-    const UdpAddr src = from_.ip ? from_ : UdpAddr{from[i].sin_addr.s_addr, ntohs(from[i].sin_port)};
-    UdpAddr dst = local_;
+    const UdpAddr src = from_.ip.empty() ? udp_addr_of(reinterpret_cast<const sockaddr*>(&from[i])) : from_;
+    const UdpAddr& dst = local_;
     size_t seg = 0;
     for (cmsghdr* c = CMSG_FIRSTHDR(&msgs[i].msg_hdr); c; c = CMSG_NXTHDR(&msgs[i].msg_hdr, c)) {
-      if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_PKTINFO) {
-        dst.ip = reinterpret_cast<const in_pktinfo*>(CMSG_DATA(c))->ipi_addr.s_addr;
-      } else if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO) {
+      if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO) {
         int v;
         memcpy(&v, CMSG_DATA(c), sizeof(v));
         seg = v > 0 ? size_t(v) : 0;
@@ -416,22 +480,24 @@ void UdpEndpoint::deliver(const uint8_t* d, size_t len, size_t seg, const UdpAdd
       continue;
     }
     const size_t ib = n - wire::kIcrcBytes;
-    const int id = icrc_.solve({src.ip, dst.ip, src.port, dst.port}, {p, ib}, wire::get_icrc(p + ib));
+    const uint32_t carried = wire::get_icrc(p + ib);
+    const int id = v6_ ? (icrc_v6(src, dst, {p, ib}) == carried ? 0 : -1)
+                       : icrc_.solve({src.ip.raw4(), dst.ip.raw4(), src.port, dst.port}, {p, ib}, carried);
     if (id < 0) {
       ++stats_.bad_icrc;  // IBA C17-? : a packet with a bad ICRC is dropped silently
       continue;
     }
     const uint32_t dqp = uint32_t(p[5]) << 16 | uint32_t(p[6]) << 8 | p[7];  // BTH: destination QP
-    if (!id_ok(src, dqp, uint16_t(id))) {
+    if (!v6_ && !id_ok(src, dqp, uint16_t(id))) {
       ++stats_.id_unproven;
       continue;
     }
     // Captured once it is known to be a RoCE packet (what failed the ICRC is
     // only counted: the capture shows what the transport saw).
     if (capture_) {
-      uint8_t hdr[28];
-      headers_for(src, dst, n, hdr, hdr + 20, uint16_t(id), true);
-      capture_->write({hdr, 28}, {p, n}, wall_ns(), false);
+      uint8_t hdr[kMaxHeaders];
+      const size_t hl = headers_for(src, dst, n, hdr, uint16_t(id), p);
+      capture_->write({hdr, hl}, {p, n}, wall_ns(), false);
     }
     wire::Packet pk;
     const wire::DecodeError e = wire::decode({p, n}, &pk);

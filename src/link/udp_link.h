@@ -1,4 +1,4 @@
-// One RoCE v2 endpoint on a UDP socket (IPv4): sends packets encoded by
+// One RoCE v2 endpoint on a UDP socket (IPv4 or IPv6): sends packets encoded by
 // src/wire with their ICRC, receives datagrams in batches and hands on those
 // whose ICRC and headers check out. Packets may pass through the fault
 // injector (UROCE_FAULTS) on the way out and are written to a capture file
@@ -18,13 +18,17 @@
 // its ICRC (wire/icrc.h) and accepts one outside 0..63 only where it
 // continues that sender's counter (see deliver()). The receiving socket asks
 // for UDP GRO, so a GSO run usually arrives in one read. Addresses are in
-// network order, ports host order.
+// network order, ports host order. Over IPv6 there is no identification:
+// the ICRC masks every field Linux may vary (traffic class, flow label, hop
+// limit), so senders are connected without a probe and the receiver checks
+// the ICRC as is.
 #pragma once
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
 
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <string>
@@ -33,6 +37,7 @@
 #include "common/fn_ref.h"
 #include "common/status.h"
 #include "link/fault_injector.h"
+#include "link/ip_addr.h"
 #include "wire/icrc.h"
 #include "wire/packet.h"
 #include "wire/pcap_writer.h"
@@ -40,19 +45,25 @@
 namespace uroce::link {
 
 struct UdpAddr {
-  uint32_t ip = 0;  // network order
+  IpAddr ip;
   uint16_t port = 0;
 };
 
-inline bool same_addr(const UdpAddr& a, const UdpAddr& b) { return a.ip == b.ip && a.port == b.port; }
+inline bool same_addr(const UdpAddr& a, const UdpAddr& b) { return a.port == b.port && a.ip == b.ip; }
 
-inline sockaddr_in sockaddr_of(const UdpAddr& a) {
-  sockaddr_in s{};
-  s.sin_family = AF_INET;
-  s.sin_addr.s_addr = a.ip;
-  s.sin_port = htons(a.port);
-  return s;
-}
+/// A socket address for `a`: sockaddr_in for IPv4, sockaddr_in6 otherwise.
+struct SockAddr {
+  union {
+    sockaddr sa;
+    sockaddr_in in;
+    sockaddr_in6 in6;
+  };
+  socklen_t len = 0;
+  const sockaddr* get() const { return &sa; }
+};
+SockAddr sockaddr_of(const UdpAddr& a);
+/// The address a socket call filled in (IPv4 or IPv6).
+UdpAddr udp_addr_of(const sockaddr* s);
 
 class UdpEndpoint {
  public:
@@ -76,7 +87,7 @@ class UdpEndpoint {
     /// gets the group's datagrams only), and it joins the group on the
     /// interface that has this address. Every socket of the host that joined
     /// gets its own copy of each datagram.
-    uint32_t join_on = 0;
+    uint32_t join_on = 0;  // IPv4, network order (groups are IPv4 only)
   };
   struct Stats {
     uint64_t sent = 0, send_errors = 0, received = 0, bad_icrc = 0, malformed = 0, cnp = 0;
@@ -132,6 +143,8 @@ class UdpEndpoint {
   };
   void transmit(std::span<const uint8_t> datagram, const UdpAddr& to);
   FaultInjector::Emit emit_to();
+  /// A destination as the fault injector's tag (it may hold a packet back).
+  uint64_t tag_of(const UdpAddr& to);
   void send_queued();
   /// Puts the ICRC into the encoded packet d[0, len) (ICRC space included),
   /// computed for IP identification `id`, and captures it if `capture`.
@@ -154,9 +167,11 @@ class UdpEndpoint {
   bool id_ok(const UdpAddr& src, uint32_t dqp, uint16_t id);
 
   int fd_ = -1;
+  bool v6_ = false;  // an IPv6 socket (no identification)
   UdpAddr local_;
   Stats stats_;
   std::unique_ptr<FaultInjector> faults_;
+  std::vector<UdpAddr> tags_;  // the fault injector's destinations
   std::shared_ptr<wire::PcapWriter> capture_;
   wire::Ipv4Icrc icrc_;  // this endpoint's flows' ICRCs (seal, deliver)
   std::vector<uint8_t> tx_;
@@ -168,7 +183,8 @@ class UdpEndpoint {
   std::vector<Queued> pending_;
   bool gso_ = true;  // off once the kernel refused a GSO send
   // Sending on a connected socket.
-  UdpAddr peer_;          // ip 0: unconnected
+  UdpAddr peer_;          // empty: unconnected
+  bool counted_ = false;  // connected over IPv4: next_id_ is Linux's counter
   uint16_t next_id_ = 0;  // what Linux gives the next datagram
   bool primed_ = false;
   // Receiving: the counters of connected senders, a few flows per socket.

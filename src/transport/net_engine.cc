@@ -28,8 +28,8 @@ namespace {
 
 constexpr uint64_t kIdleWakeNs = 100'000'000;  // re-check deadlines at least this often
 constexpr int kMaxEvents = 64;
-// A ready index with this bit names a multicast group's socket (EState::groups).
-constexpr int kGroupTag = 1 << 30;
+// A ready index with this bit names a QP's extra socket (EState::extras).
+constexpr int kExtraTag = 1 << 30;
 constexpr int kMaxRoundsPerSocket = 8;  // batches per readable socket per round
 constexpr int kMaxTouched = 16;         // QPs a batch's ACKs are tracked for (more: all)
 // After a packet, the engine thread keeps reading for this long before it
@@ -60,6 +60,8 @@ constexpr uint64_t kCatchUpFreshNs = 5'000;
 // An application's poll reads up to this many sockets directly (more: the
 // readable ones, from epoll).
 constexpr int kDirectReadSockets = 2;
+// Its direct reads include the QPs' extra sockets every this many times.
+constexpr unsigned kExtraReadEvery = 8;
 // An application that read the sockets within this long reads them again
 // very soon: the engine thread leaves them alone.
 constexpr uint64_t kAppActiveNs = 5'000;
@@ -69,13 +71,16 @@ constexpr uint64_t kAppPollGraceNs = 200'000;
 struct EState {
   std::mutex run_mu;  // held while calling into NetQps; add/remove take it
   std::vector<NetQp*> slots;
-  // Multicast groups' receiving sockets, each of one QP (NetQp::join); in
-  // epoll as kGroupTag | index.
-  struct Group {
+  // QPs' receiving sockets beside their own: a multicast group's
+  // (NetQp::join) or another address's (NetQp::add_address); in epoll as
+  // kExtraTag | index.
+  struct Extra {
     NetQp* q;
     link::UdpEndpoint* ep;
+    bool multicast;
   };
-  std::vector<Group> groups;
+  std::vector<Extra> extras;
+  unsigned direct_polls = 0;  // poll_now's direct reads (under run_mu)
   std::unordered_map<uint32_t, NetQp*> by_qpn;
   int ep = -1, wake = -1;
   int ep_timers = -1;  // epoll with the wake-up only: the thread's sleep while the application polls
@@ -112,7 +117,7 @@ EState& es() {
                      c.fork_gate.child();
                      new (&c.run_mu) std::mutex();
                      c.slots.clear();
-                     c.groups.clear();
+                     c.extras.clear();
                      c.by_qpn.clear();
                      // The parent's capture file is the parent's: its writer is
                      // left alone (not destroyed: it must not write or close
@@ -212,7 +217,7 @@ void NetEngine::remove(NetQp* q) {
       x = nullptr;
       s.n_active.fetch_sub(1, std::memory_order_relaxed);
     }
-  for (EState::Group& x : s.groups)
+  for (EState::Extra& x : s.extras)
     if (x.q == q) {
       epoll_ctl(s.ep, EPOLL_CTL_DEL, x.ep->fd(), nullptr);
       x = {};
@@ -234,24 +239,24 @@ void NetEngine::remove(NetQp* q) {
   }
 }
 
-Status NetEngine::add_group(NetQp* q, link::UdpEndpoint* ep) {
+Status NetEngine::add_socket(NetQp* q, link::UdpEndpoint* ep, bool multicast) {
   EState& s = es();
   std::lock_guard<std::mutex> g(s.run_mu);
   uint32_t i = 0;
-  while (i < s.groups.size() && s.groups[i].ep) ++i;
-  if (i == s.groups.size()) s.groups.push_back({});
+  while (i < s.extras.size() && s.extras[i].ep) ++i;
+  if (i == s.extras.size()) s.extras.push_back({});
   epoll_event ev{};
   ev.events = EPOLLIN;
-  ev.data.u32 = uint32_t(kGroupTag) | i;
+  ev.data.u32 = uint32_t(kExtraTag) | i;
   if (epoll_ctl(s.ep, EPOLL_CTL_ADD, ep->fd(), &ev) != 0) return Status(errno);
-  s.groups[i] = {q, ep};
+  s.extras[i] = {q, ep, multicast};
   return Status::ok();
 }
 
-void NetEngine::remove_group(link::UdpEndpoint* ep) {
+void NetEngine::remove_socket(link::UdpEndpoint* ep) {
   EState& s = es();
   std::lock_guard<std::mutex> g(s.run_mu);
-  for (EState::Group& x : s.groups)
+  for (EState::Extra& x : s.extras)
     if (x.ep == ep) {
       epoll_ctl(s.ep, EPOLL_CTL_DEL, ep->fd(), nullptr);
       x = {};
@@ -339,10 +344,10 @@ int NetEngine::round(const int* ready, int n, bool* drained, bool ack_per_batch)
   for (int i = 0; i < n; ++i) {
     NetQp* q = nullptr;
     link::UdpEndpoint* ep = nullptr;
-    b.group = ready[i] >= 0 && (ready[i] & kGroupTag);
-    if (b.group) {
-      const size_t g = size_t(ready[i] & ~kGroupTag);
-      if (g < s.groups.size()) q = s.groups[g].q, ep = s.groups[g].ep;
+    b.group = false;
+    if (ready[i] >= 0 && (ready[i] & kExtraTag)) {
+      const size_t x = size_t(ready[i] & ~kExtraTag);
+      if (x < s.extras.size()) q = s.extras[x].q, ep = s.extras[x].ep, b.group = s.extras[x].multicast;
     } else if (ready[i] >= 0 && size_t(ready[i]) < s.slots.size()) {
       q = s.slots[size_t(ready[i])];
       if (q) ep = &q->rx();
@@ -426,11 +431,22 @@ bool NetEngine::poll_now() {
       q->flush_acks();  // what the previous poll held back
       if (direct && n < kMaxEvents) ready[n++] = int(i);
     }
-  if (direct)
-    for (size_t i = 0; i < s.groups.size() && n < kMaxEvents; ++i)
-      if (s.groups[i].ep) ready[n++] = kGroupTag | int(i);
+  // A QP's extra sockets (multicast groups, a UD QP's other addresses)
+  // every kExtraReadEvery-th time: each is a receive call more per poll,
+  // and most carry little.
+  bool skipped = false;  // extra sockets left unread this time
+  if (direct) {
+    const bool extras = ++s.direct_polls % kExtraReadEvery == 0;
+    for (size_t i = 0; i < s.extras.size() && n < kMaxEvents; ++i)
+      if (s.extras[i].ep) {
+        if (extras)
+          ready[n++] = kExtraTag | int(i);
+        else
+          skipped = true;
+      }
+  }
   if (!direct) n = readable_slots(s, ready);
-  bool drained = n < kMaxEvents;
+  bool drained = n < kMaxEvents && !skipped;
   int got = 0;
   if (n) {
     NetQp::defer_acks(true);  // held until the application's next post or poll

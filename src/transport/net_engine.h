@@ -22,11 +22,13 @@ class NetEngine {
   Status add(NetQp* q);
   /// Stops touching `q`; returns once no call into it is running.
   void remove(NetQp* q);
-  /// Delivers the packets of a multicast group's socket `ep` to `q` too
-  /// (NetQp::join); remove_group (or remove(q)) before `ep` goes.
-  Status add_group(NetQp* q, link::UdpEndpoint* ep);
+  /// Reads `ep` too, a receiving socket of `q` beside its own: a multicast
+  /// group's (NetQp::join; only packets for QP 0xFFFFFF go to `q`) or
+  /// another address's (NetQp::add_address; packets go by destination QP as
+  /// from `q`'s own). remove_socket (or remove(q)) before `ep` goes.
+  Status add_socket(NetQp* q, link::UdpEndpoint* ep, bool multicast);
   /// Stops reading `ep`; returns once no call reading it is running.
-  void remove_group(link::UdpEndpoint* ep);
+  void remove_socket(link::UdpEndpoint* ep);
   /// A QP's deadline may have moved earlier than the thread's next wake-up.
   void kick(uint64_t deadline_ns);
   /// Handles what has arrived, without blocking; false if another thread is

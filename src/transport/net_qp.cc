@@ -11,7 +11,7 @@
 #include "transport/target.h"
 #include "transport/ud_forward.h"
 #include "wire/grh.h"
-#include "wire/ipv4.h"  // kRoceV2Port
+#include "wire/ip_udp.h"  // kRoceV2Port
 
 namespace uroce::transport {
 
@@ -164,8 +164,7 @@ Result<std::unique_ptr<NetQp>> NetQp::open(const Config& c, const PeerQp& self, 
   if (c.type != QpType::kUd) tx.peer = q->peer_;
   auto t = link::UdpEndpoint::open(tx);
   if (!t.is_ok()) {
-    UROCE_ERR("QP %u: cannot bind UDP %u.%u.%u.%u:%u (%s)", c.qpn, c.local_ip & 0xff,
-              (c.local_ip >> 8) & 0xff, (c.local_ip >> 16) & 0xff, c.local_ip >> 24, c.sport,
+    UROCE_ERR("QP %u: cannot bind UDP [%s]:%u (%s)", c.qpn, link::to_string(c.local_ip).c_str(), c.sport,
               strerror(t.err()));
     return Status(t.err());
   }
@@ -225,21 +224,41 @@ NetQp::~NetQp() {
 
 Status NetQp::join(uint32_t group) {
   link::UdpEndpoint::Options o;
-  o.bind = link::UdpAddr{group, wire::kRoceV2Port};
+  o.bind = link::UdpAddr{link::IpAddr::v4(group), wire::kRoceV2Port};
   o.reuse_addr = true;  // every member of the host binds the same
-  o.join_on = cfg_.local_ip;
+  o.join_on = cfg_.local_ip.ip4();
+  if (!o.join_on) return Status(EINVAL);  // IPv4 groups only
   o.capture_to = NetEngine::get().settings().capture;
   auto r = link::UdpEndpoint::open(o);
   if (!r.is_ok()) return Status(r.err());
-  if (Status st = NetEngine::get().add_group(this, r.value().get()); !st.is_ok()) return st;
+  if (Status st = NetEngine::get().add_socket(this, r.value().get(), true); !st.is_ok()) return st;
   groups_.push_back(Group{group, std::move(r.value())});
+  return Status::ok();
+}
+
+Status NetQp::add_address(const link::IpAddr& ip) {
+  link::UdpEndpoint::Options o;
+  o.bind = link::UdpAddr{ip, cfg_.sport};
+  o.reuse_addr = true;
+  o.faults = NetEngine::get().settings().faults;
+  o.faults.seed = o.faults.seed * 1000003u + cfg_.qpn + 1;
+  o.capture_to = NetEngine::get().settings().capture;
+  auto t = link::UdpEndpoint::open(o);
+  if (!t.is_ok()) return Status(t.err());
+  o.bind.port = wire::kRoceV2Port;
+  o.faults = {};
+  auto r = link::UdpEndpoint::open(o);
+  if (!r.is_ok()) return Status(r.err());
+  if (Status st = NetEngine::get().add_socket(this, r.value().get(), false); !st.is_ok()) return st;
+  std::lock_guard<SpinLock> g(mu_);
+  more_.push_back(Address{ip, std::move(t.value()), std::move(r.value())});
   return Status::ok();
 }
 
 void NetQp::leave(uint32_t group) {
   for (auto it = groups_.begin(); it != groups_.end(); ++it)
     if (it->ip == group) {
-      NetEngine::get().remove_group(it->rx.get());
+      NetEngine::get().remove_socket(it->rx.get());
       groups_.erase(it);
       return;
     }
@@ -274,20 +293,33 @@ void NetQp::post(SqWqe&& w) {
   }
 }
 
-void NetQp::send_ud(uint32_t dst_ip, uint32_t dest_qpn, uint32_t qkey, bool has_imm, uint32_t imm,
-                    bool solicited, std::span<const uint8_t> payload) {
+bool NetQp::send_ud(const link::IpAddr& dst, const link::IpAddr& src, uint32_t dest_qpn, uint32_t qkey,
+                    bool has_imm, uint32_t imm, bool solicited, std::span<const uint8_t> payload) {
   wire::Packet p;
   p.bth.opcode = wire::opcode(wire::Service::kUd, has_imm ? wire::kSendOnlyImm : wire::kSendOnly);
   p.bth.dest_qp = dest_qpn;
   p.bth.solicited = solicited;
   std::lock_guard<SpinLock> g(mu_);
+  // The work request's source address, else the first of dst's family.
+  auto fits = [&dst](const link::IpAddr& a) { return a.is_v4() == dst.is_v4(); };
+  link::UdpEndpoint* tx = nullptr;
+  if (fits(src)) {
+    if (cfg_.local_ip == src) tx = tx_.get();
+    for (const Address& a : more_)
+      if (a.ip == src) tx = a.tx.get();
+  }
+  if (!tx && fits(cfg_.local_ip)) tx = tx_.get();
+  for (const Address& a : more_)
+    if (!tx && fits(a.ip)) tx = a.tx.get();
+  if (!tx) return false;
   p.bth.psn = ud_psn_;
   ud_psn_ = (ud_psn_ + 1) & 0xffffff;
   p.qkey = qkey;
   p.src_qp = cfg_.qpn;
   p.imm = imm;
   p.payload = payload;
-  (void)tx_->send(p, link::UdpAddr{dst_ip, wire::kRoceV2Port});  // failures are counted in its stats
+  (void)tx->send(p, link::UdpAddr{dst, wire::kRoceV2Port});  // failures are counted in its stats
+  return true;
 }
 
 void NetQp::on_packet(const wire::Packet& p, const link::UdpAddr& from, const link::UdpAddr& to) {

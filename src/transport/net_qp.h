@@ -51,9 +51,9 @@ class NetQp {
   struct Config {
     core::QpType type = core::QpType::kRc;  // kRc, kUc or kUd
     uint32_t qpn = 0;
-    uint32_t local_ip = 0, remote_ip = 0;  // network order (UD: no remote)
-    uint16_t sport = 0;                    // this QP's source port
-    uint16_t peer_sport = 0;               // the peer's (the same, except between two QPs of one host)
+    link::IpAddr local_ip, remote_ip;  // IPv4 or IPv6, one family (UD: no remote)
+    uint16_t sport = 0;                // this QP's source port
+    uint16_t peer_sport = 0;           // the peer's (the same, except between two QPs of one host)
     uint32_t pmtu = 1024;
     ResponderConfig resp;
   };
@@ -74,9 +74,11 @@ class NetQp {
   void drain(bool on, std::function<void()> drained = {});
   /// Queues a WQE (the caller checked its local keys).
   void post(SqWqe&& w);
-  /// UD: one datagram to `dst_ip`, complete at once (UD has no ACKs).
-  void send_ud(uint32_t dst_ip, uint32_t dest_qpn, uint32_t qkey, bool has_imm, uint32_t imm, bool solicited,
-               std::span<const uint8_t> payload);
+  /// UD: one datagram to `dst`, complete at once (UD has no ACKs); from
+  /// `src` if the QP has that address (add_address), else from its first
+  /// address of `dst`'s family. Returns false if it has none.
+  bool send_ud(const link::IpAddr& dst, const link::IpAddr& src, uint32_t dest_qpn, uint32_t qkey,
+               bool has_imm, uint32_t imm, bool solicited, std::span<const uint8_t> payload);
   /// One packet whose destination QP is this one, with the addresses it travelled between.
   void on_packet(const wire::Packet& p, const link::UdpAddr& from, const link::UdpAddr& to);
   void on_timer(uint64_t now_ns);
@@ -103,6 +105,9 @@ class NetQp {
   Status join(uint32_t group);
   /// Stops receiving `group`'s datagrams (ibv_detach_mcast).
   void leave(uint32_t group);
+  /// UD: also receives at, and can send from, `ip` (another of the
+  /// device's addresses, e.g. its IPv6 ones beside `Config::local_ip`).
+  Status add_address(const link::IpAddr& ip);
 
   uint32_t qpn() const { return cfg_.qpn; }
   /// RC, for uroced's linger (daemon/linger.h): whether the responder
@@ -142,6 +147,11 @@ class NetQp {
     std::unique_ptr<link::UdpEndpoint> rx;
   };
   std::vector<Group> groups_;  // join / leave only (the engine reads the sockets)
+  struct Address {
+    link::IpAddr ip;
+    std::unique_ptr<link::UdpEndpoint> tx, rx;
+  };
+  std::vector<Address> more_;  // UD: add_address
   link::UdpAddr peer_;
   std::unique_ptr<RcRequester> req_;
   std::unique_ptr<RcResponder> rc_resp_;

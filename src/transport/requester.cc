@@ -12,7 +12,7 @@
 #include "core/timers.h"
 #include "transport/responder.h"
 #include "wire/grh.h"
-#include "wire/ipv4.h"
+#include "wire/ip_udp.h"
 #include "wire/opcodes.h"
 
 namespace uroce::core {

@@ -4,19 +4,26 @@
 
 #include "core/peer_map.h"
 #include "transport/responder.h"
-#include "wire/ipv4.h"
+#include "wire/grh.h"
+#include "wire/ip_udp.h"
 #include "wire/opcodes.h"
 
 namespace uroce::transport {
 
 void ud_grh(const wire::Packet& p, const link::UdpAddr& from, const link::UdpAddr& to,
             uint8_t grh[wire::kGrhBytes]) {
+  const size_t len = wire::encoded_size(p) + wire::kIcrcBytes;
+  if (!from.ip.is_v4()) {
+    // The hop limit as sent (a datagram socket does not see what arrived).
+    wire::grh_ipv6(0, 0, uint16_t(wire::kUdpHeaderBytes + len), 64, from.ip.b, to.ip.b, grh);
+    return;
+  }
   wire::Ipv4UdpFields f;
-  f.src = from.ip;
-  f.dst = to.ip;
+  f.src = from.ip.ip4();
+  f.dst = to.ip.ip4();
   f.sport = from.port;
   uint8_t ip[20], udp[8];
-  wire::build_ipv4_udp(f, wire::encoded_size(p) + wire::kIcrcBytes, nullptr, ip, udp);
+  wire::build_ipv4_udp(f, len, nullptr, ip, udp);
   wire::grh_from_ipv4(ip, grh);
 }
 

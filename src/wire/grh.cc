@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "wire/ip_udp.h"
+
 namespace uroce::wire {
 
 void grh_from_ipv4(const uint8_t ip[20], uint8_t grh[kGrhBytes]) {
@@ -11,17 +13,14 @@ void grh_from_ipv4(const uint8_t ip[20], uint8_t grh[kGrhBytes]) {
 
 void grh_ipv6(uint8_t traffic_class, uint32_t flow_label, uint16_t payload_len, uint8_t hop_limit,
               const uint8_t sgid[16], const uint8_t dgid[16], uint8_t grh[kGrhBytes]) {
-  const uint32_t w0 = (6u << 28) | (uint32_t(traffic_class) << 20) | (flow_label & 0xfffff);
-  grh[0] = uint8_t(w0 >> 24);
-  grh[1] = uint8_t(w0 >> 16);
-  grh[2] = uint8_t(w0 >> 8);
-  grh[3] = uint8_t(w0);
-  grh[4] = uint8_t(payload_len >> 8);
-  grh[5] = uint8_t(payload_len);
-  grh[6] = 17;  // next header: UDP
-  grh[7] = hop_limit;
-  memcpy(grh + 8, sgid, 16);
-  memcpy(grh + 24, dgid, 16);
+  Ipv6UdpFields f;
+  memcpy(f.src, sgid, 16);
+  memcpy(f.dst, dgid, 16);
+  f.traffic_class = traffic_class;
+  f.flow_label = flow_label;
+  f.hop_limit = hop_limit;
+  uint8_t udp[kUdpHeaderBytes];
+  build_ipv6_udp(f, payload_len - kUdpHeaderBytes, nullptr, grh, udp);
 }
 
 }  // namespace uroce::wire

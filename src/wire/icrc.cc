@@ -8,7 +8,7 @@
 #include <atomic>
 #include <cstring>
 
-#include "wire/ipv4.h"
+#include "wire/ip_udp.h"
 #include "wire/opcodes.h"
 
 namespace uroce::wire {

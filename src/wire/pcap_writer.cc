@@ -72,11 +72,15 @@ void PcapWriter::write(std::span<const uint8_t> ip_udp, std::span<const uint8_t>
   }
   if (!ip_udp.empty()) memcpy(frame.data() + 14, ip_udp.data(), ip_udp.size());
   if (!payload.empty()) memcpy(frame.data() + 14 + ip_udp.size(), payload.data(), payload.size());
+  std::lock_guard<std::mutex> g(mu_);
+  // In time order within the file (what merging captures relies on): two
+  // threads may read the clock in one order and get here in the other.
+  if (unix_time_ns < last_ns_) unix_time_ns = last_ns_;
+  last_ns_ = unix_time_ns;
   pcap_pkthdr h{};
   h.ts.tv_sec = time_t(unix_time_ns / 1000000000ull);
   h.ts.tv_usec = suseconds_t(unix_time_ns % 1000000000ull / 1000);
   h.caplen = h.len = uint32_t(frame.size());
-  std::lock_guard<std::mutex> g(mu_);
   pcap_lib().dump(reinterpret_cast<u_char*>(dumper_), &h, frame.data());
   pcap_lib().dump_flush(dumper_);
 }

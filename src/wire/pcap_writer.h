@@ -33,6 +33,7 @@ class PcapWriter {
  private:
   PcapWriter() = default;
   std::mutex mu_;
+  uint64_t last_ns_ = 0;  // the last frame's time (under mu_)
   pcap_t* dead_ = nullptr;
   pcap_dumper_t* dumper_ = nullptr;
 };

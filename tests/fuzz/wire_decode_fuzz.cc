@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "wire/icrc.h"
-#include "wire/ipv4.h"
+#include "wire/ip_udp.h"
 #include "wire/packet.h"
 
 using namespace uroce::wire;

@@ -17,7 +17,7 @@
 #include "transport/rc_requester.h"
 #include "transport/rc_responder.h"
 #include "wire/icrc.h"
-#include "wire/ipv4.h"
+#include "wire/ip_udp.h"
 
 namespace uroce::transport {
 namespace {

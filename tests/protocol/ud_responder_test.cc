@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "protocol/fake_receives.h"
-#include "wire/ipv4.h"
+#include "wire/ip_udp.h"
 
 namespace uroce::transport {
 namespace {

@@ -298,6 +298,14 @@ std::string ShadowedMemory::verify() const {
 // ---------------------------------------------------------------------------
 // Verbs helpers
 
+uint8_t gid_index() {
+  static const uint8_t i = [] {
+    const char* e = getenv("UROCE_TEST_GID_INDEX");
+    return uint8_t(e && *e ? atoi(e) : 1);
+  }();
+  return i;
+}
+
 bool open_device(Device* d, std::string* err) {
   int n = 0;
   ibv_device** list = ibv_get_device_list(&n);
@@ -324,7 +332,7 @@ bool open_device(Device* d, std::string* err) {
     *err = errno_str("ibv_alloc_pd");
     return false;
   }
-  if (ibv_query_gid(d->ctx.get(), 1, kGidIndex, &d->gid) != 0) {
+  if (ibv_query_gid(d->ctx.get(), 1, gid_index(), &d->gid) != 0) {
     *err = errno_str("ibv_query_gid");
     return false;
   }
@@ -374,7 +382,7 @@ bool connect_qp(ibv_qp* qp, ibv_qp_type type, const WireInfo& peer, uint32_t qke
     a.rq_psn = 0;
     a.ah_attr.is_global = 1;
     memcpy(a.ah_attr.grh.dgid.raw, peer.gid, 16);
-    a.ah_attr.grh.sgid_index = kGidIndex;
+    a.ah_attr.grh.sgid_index = gid_index();
     a.ah_attr.grh.hop_limit = 64;
     a.ah_attr.port_num = 1;
     mask |= IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
@@ -414,7 +422,7 @@ ibv_ah* create_ah(ibv_pd* pd, const uint8_t gid[16]) {
   memset(&a, 0, sizeof(a));
   a.is_global = 1;
   memcpy(a.grh.dgid.raw, gid, 16);
-  a.grh.sgid_index = kGidIndex;
+  a.grh.sgid_index = gid_index();
   a.grh.hop_limit = 64;
   a.port_num = 1;
   return ibv_create_ah(pd, &a);

@@ -34,8 +34,9 @@ constexpr int kWaitMs = 10000;
 /// A child that outlives this is wedged: it is killed by SIGALRM.
 constexpr unsigned kChildLifetimeS = 60;
 constexpr const char* kDeviceName = "uroce_lo";
-/// GID 1 of uroce_lo is the RoCE v2 IPv4-mapped ::ffff:127.0.0.1.
-constexpr uint8_t kGidIndex = 1;
+/// The GID index the tests use: 1 (uroce_lo's RoCE v2 IPv4-mapped
+/// ::ffff:127.0.0.1), or UROCE_TEST_GID_INDEX (2: ::1, the IPv6 variants).
+uint8_t gid_index();
 constexpr uint32_t kQkey = 0x11111111;
 constexpr int kRemoteAccess =
     IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
@@ -182,7 +183,7 @@ struct Device {
   ibv_gid gid{};
 };
 /// Finds kDeviceName with ibv_get_device_list, opens it, allocates a PD and
-/// reads GID kGidIndex. Call it in the process that will use the objects.
+/// reads GID gid_index(). Call it in the process that will use the objects.
 bool open_device(Device* d, std::string* err);
 
 /// What two peers exchange to connect: plain bytes on the channel.
@@ -206,9 +207,9 @@ struct QpCaps {
 /// ibv_create_qp with `caps`; recv side on `srq` if given.
 ibv_qp* create_qp(ibv_pd* pd, ibv_qp_type type, ibv_cq* scq, ibv_cq* rcq, ibv_srq* srq, const QpCaps& caps);
 /// RESET -> INIT -> RTR -> RTS. RC/UC use `peer` (qpn, gid) as the path with
-/// is_global=1 and sgid_index kGidIndex; UD ignores `peer` and uses `qkey`.
+/// is_global=1 and sgid_index gid_index(); UD ignores `peer` and uses `qkey`.
 bool connect_qp(ibv_qp* qp, ibv_qp_type type, const WireInfo& peer, uint32_t qkey, std::string* err);
-/// Address handle to `gid` through GID kGidIndex.
+/// Address handle to `gid` through GID gid_index().
 ibv_ah* create_ah(ibv_pd* pd, const uint8_t gid[16]);
 
 /// Polls until one completion arrives or `timeout_ms` passes.

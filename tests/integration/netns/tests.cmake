@@ -60,6 +60,16 @@ foreach(cond loss1 loss10 inject)
   uroce_netns_test(srq_pingpong_${cond} 120 ${opt} -- ${pair} ibv_srq_pingpong ${pp_dev} -n 100 -s 5000)
 endforeach()
 
+# IPv6 GIDs (docs/network-link.md, "IPv6"): the global address (GID 2) and
+# the link-local one (GID 0, the default of many RoCE setups), captured;
+# RC's reliability over IPv6 at 10 % loss.
+set(pp_dev6 -d uroce_rnic0 -g 2 -c)
+uroce_netns_test(rc_pingpong_ipv6 60 --capture -- ${pair} ibv_rc_pingpong ${pp_dev6} -n 200 -s 5000)
+uroce_netns_test(rc_pingpong_link_local 60 --capture --
+                 ${pair} ibv_rc_pingpong -d uroce_rnic0 -g 0 -c -n 200 -s 5000)
+uroce_netns_test(ud_pingpong_ipv6 60 --capture -- ${pair} ibv_ud_pingpong ${pp_dev6} -n 200 -s 1000)
+uroce_netns_test(write_bw_ipv6_loss10 120 --loss 10 -- ${perf} ib_write_bw -d uroce_rnic0 -x 2 -n 200)
+
 # perftest: every RC tool.
 foreach(tool send write read atomic)
   uroce_netns_test(${tool}_lat 60 --capture -- ${perf} ib_${tool}_lat ${pt_dev} -n 500)

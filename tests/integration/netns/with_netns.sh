@@ -16,9 +16,11 @@
 #                  every capture must pass ../../../../shared/wire/roce_check.py
 #                  (0 failed) and tshark_roce.sh (0 failed, nothing malformed)
 #
-# The server side is namespace S with 10.77.0.1, the client side C with
-# 10.77.0.2; in each the interface is named rnic0, so the uroce device is
-# uroce_rnic0 on both sides, GID index 1 = ::ffff:10.77.0.x (RoCE v2). The
+# The server side is namespace S with 10.77.0.1 and fd77::1, the client side
+# C with 10.77.0.2 and fd77::2; in each the interface is named rnic0, so the
+# uroce device is uroce_rnic0 on both sides, with GID index 0 = the link-local
+# fe80:: address (from the MAC), 1 = ::ffff:10.77.0.x, 2 = fd77::x (all
+# RoCE v2; no duplicate address detection, so all are usable at once). The
 # inner script learns the namespaces and the server address from
 # UROCE_NETNS_SERVER, UROCE_NETNS_CLIENT, UROCE_SERVER_ADDR (../proc_lib.sh).
 #
@@ -75,14 +77,20 @@ if ! ip netns add "$ns_s" 2>/dev/null || ! ip netns add "$ns_c" 2>/dev/null; the
   echo "SKIP: cannot create network namespaces"
   exit 77
 fi
+for ns in "$ns_s" "$ns_c"; do
+  # IPv6 addresses usable at once (no 1-2 s of tentative state): the
+  # interfaces moved in take the namespace's defaults.
+  ip netns exec "$ns" sysctl -qw net.ipv6.conf.default.accept_dad=0 net.ipv6.conf.all.accept_dad=0 || exit 1
+done
 ip link add "$tag"a type veth peer name "$tag"b || exit 1
 ip link set "$tag"a netns "$ns_s" && ip link set "$tag"b netns "$ns_c" || exit 1
 for side in s c; do
   ns=$tag-$side
   dev=$tag$([[ $side == s ]] && echo a || echo b)
-  addr=10.77.0.$([[ $side == s ]] && echo 1 || echo 2)
+  host=$([[ $side == s ]] && echo 1 || echo 2)
   ip -n "$ns" link set "$dev" name rnic0 || exit 1
-  ip -n "$ns" addr add "$addr"/24 dev rnic0 || exit 1
+  ip -n "$ns" addr add 10.77.0."$host"/24 dev rnic0 || exit 1
+  ip -n "$ns" addr add fd77::"$host"/64 dev rnic0 nodad || exit 1
   ip -n "$ns" link set rnic0 up && ip -n "$ns" link set lo up || exit 1
   # Checksums filled in by the kernel, not left for an offload that veth
   # never does (captures would show them unfinished).

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "wire/icrc.h"
+#include "wire/ip_udp.h"
 #include "wire/pcap_writer.h"
 
 namespace uroce::link {
@@ -31,11 +32,16 @@ uint16_t port(int k) {
   const char* b = getenv("UROCE_TEST_UDP_PORT");
   return uint16_t((b ? atoi(b) : 19800) + k);
 }
-uint32_t lo() { return htonl(INADDR_LOOPBACK); }
+IpAddr lo() { return IpAddr::v4(htonl(INADDR_LOOPBACK)); }
+IpAddr lo6() {
+  IpAddr a;
+  a.b[15] = 1;  // ::1
+  return a;
+}
 
-std::unique_ptr<UdpEndpoint> endpoint(int k, FaultConfig faults = {}) {
+std::unique_ptr<UdpEndpoint> endpoint(int k, FaultConfig faults = {}, const IpAddr& at = lo()) {
   UdpEndpoint::Options o;
-  o.bind = UdpAddr{lo(), port(k)};
+  o.bind = UdpAddr{at, port(k)};
   o.faults = faults;
   auto e = UdpEndpoint::open(o);
   EXPECT_TRUE(e.is_ok()) << strerror(e.err());
@@ -46,7 +52,7 @@ std::unique_ptr<UdpEndpoint> endpoint(int k, FaultConfig faults = {}) {
 /// a counter the endpoint learns (see link/udp_link.h).
 std::unique_ptr<UdpEndpoint> connected_sender(int k, const UdpAddr& peer, bool shared_port = false) {
   UdpEndpoint::Options o;
-  o.bind = UdpAddr{lo(), port(k)};
+  o.bind = UdpAddr{peer.ip.is_v4() ? lo() : lo6(), port(k)};
   o.peer = peer;
   o.reuse_addr = shared_port;
   auto e = UdpEndpoint::open(o);
@@ -98,8 +104,8 @@ Packet sample(uint32_t i, const std::vector<uint8_t>& data) {
   return p;
 }
 
-TEST(UdpLink, PacketsOfEveryShapeArriveIntact) {
-  auto a = endpoint(0), b = endpoint(1);
+void every_shape_arrives_intact(const IpAddr& at, int k) {
+  auto a = endpoint(k, {}, at), b = endpoint(k + 1, {}, at);
   ASSERT_TRUE(a && b);
   std::vector<uint8_t> data(300);
   for (size_t i = 0; i < data.size(); ++i) data[i] = uint8_t(i * 3);
@@ -117,10 +123,15 @@ TEST(UdpLink, PacketsOfEveryShapeArriveIntact) {
     EXPECT_EQ(got[i].p.bth.dest_qp, 0x100 + i);
     EXPECT_EQ(got[i].payload.size(), want.payload.size());
     EXPECT_TRUE(std::equal(got[i].payload.begin(), got[i].payload.end(), data.begin()));
-    EXPECT_EQ(got[i].from.port, port(0));
+    EXPECT_EQ(got[i].from.port, port(k));
+    EXPECT_TRUE(got[i].from.ip == at);
   }
   EXPECT_EQ(b->stats().bad_icrc, 0u);
 }
+
+TEST(UdpLink, PacketsOfEveryShapeArriveIntact) { every_shape_arrives_intact(lo(), 0); }
+
+TEST(UdpLink, PacketsOfEveryShapeArriveIntactOverIpv6) { every_shape_arrives_intact(lo6(), 20); }
 
 TEST(UdpLink, CorkedPacketsLeaveAsGsoRunsAndArriveIntact) {
   // While corked, runs of equal-size packets to one destination leave as UDP
@@ -190,17 +201,21 @@ TEST(UdpLink, CorkedPacketsLeaveAsGsoRunsAndArriveIntact) {
 
 TEST(UdpLink, AWildcardAddressIsRefused) {
   UdpEndpoint::Options o;
-  o.bind = UdpAddr{htonl(INADDR_ANY), port(9)};
+  o.bind = UdpAddr{IpAddr::v4(htonl(INADDR_ANY)), port(9)};
   auto e = UdpEndpoint::open(o);
   ASSERT_FALSE(e.is_ok());
-  EXPECT_EQ(e.err(), EINVAL);  // the ICRC needs the real source address
+  EXPECT_EQ(e.err(), EINVAL);           // the ICRC needs the real source address
+  o.bind = UdpAddr{IpAddr{}, port(9)};  // ::
+  e = UdpEndpoint::open(o);
+  ASSERT_FALSE(e.is_ok());
+  EXPECT_EQ(e.err(), EINVAL);
 }
 
-TEST(UdpLink, TheIcrcCatchesEveryCorruptedPacket) {
+void every_corrupted_packet_caught(const IpAddr& at, int k) {
   FaultConfig f;
   f.corrupt = 1.0;
   f.seed = 3;
-  auto a = endpoint(2, f), b = endpoint(3);
+  auto a = endpoint(k, f, at), b = endpoint(k + 1, {}, at);
   ASSERT_TRUE(a && b);
   std::vector<uint8_t> data(300, 0x5a);
   for (uint32_t i = 0; i < 100; ++i) {
@@ -219,6 +234,10 @@ TEST(UdpLink, TheIcrcCatchesEveryCorruptedPacket) {
     EXPECT_EQ(g.payload, std::vector<uint8_t>(g.payload.size(), 0x5a));
   }
 }
+
+TEST(UdpLink, TheIcrcCatchesEveryCorruptedPacket) { every_corrupted_packet_caught(lo(), 2); }
+
+TEST(UdpLink, TheIcrcCatchesEveryCorruptedPacketOverIpv6) { every_corrupted_packet_caught(lo6(), 22); }
 
 TEST(UdpLink, HeldBackPacketsGoToTheirOwnDestination) {
   FaultConfig f;
@@ -244,8 +263,9 @@ TEST(UdpLink, HeldBackPacketsGoToTheirOwnDestination) {
 /// Captures on lo what the kernel really sends from `from` (port(k_from))
 /// to port(k_to), and checks each frame's ICRC over the kernel's own
 /// headers, and the capture with the independent checker and tshark.
-/// `connected`: the sender has the receiver as its peer.
-void live_capture_check(int k_from, int k_to, bool connected) {
+/// `connected`: the sender has the receiver as its peer; `at`: the address
+/// both use (IPv4 or IPv6 loopback).
+void live_capture_check(int k_from, int k_to, bool connected, const IpAddr& at = lo()) {
   if (geteuid() != 0) GTEST_SKIP() << "a live capture needs root";
   char err[PCAP_ERRBUF_SIZE];
   pcap_t* live = pcap_create("lo", err);
@@ -267,9 +287,9 @@ void live_capture_check(int k_from, int k_to, bool connected) {
   pcap_freecode(&prog);
   ASSERT_EQ(pcap_setnonblock(live, 1, err), 0);
 
-  auto b = endpoint(k_to);
+  auto b = endpoint(k_to, {}, at);
   ASSERT_TRUE(b);
-  auto a = connected ? connected_sender(k_from, b->local()) : endpoint(k_from);
+  auto a = connected ? connected_sender(k_from, b->local()) : endpoint(k_from, {}, at);
   ASSERT_TRUE(a);
   std::vector<uint8_t> data(300);
   for (size_t i = 0; i < data.size(); ++i) data[i] = uint8_t(i);
@@ -283,8 +303,10 @@ void live_capture_check(int k_from, int k_to, bool connected) {
   ASSERT_EQ(receive(*b, sent).size(), sent);
   // A connected sender sends its first packet twice (the receiver needs two
   // in a row to believe a new counter): one frame more.
-  const uint32_t n = connected ? sent + 1 : sent;
-  EXPECT_EQ(b->stats().id_unproven, connected ? 1u : 0u);
+  // (Over IPv6 there is no identification, and no second copy.)
+  const bool counted = connected && at.is_v4();
+  const uint32_t n = counted ? sent + 1 : sent;
+  EXPECT_EQ(b->stats().id_unproven, counted ? 1u : 0u);
 
   const char* tmpdir = getenv("TMPDIR");
   const std::string path =
@@ -305,7 +327,9 @@ void live_capture_check(int k_from, int k_to, bool connected) {
     const size_t off = dl == DLT_EN10MB ? 14 : dl == DLT_NULL ? 4 : 0;
     if (h->caplen < off + 28) continue;
     const uint8_t* ip = d + off;
-    const size_t ihl = size_t(ip[0] & 0xf) * 4;
+    const bool v6 = (ip[0] >> 4) == 6;
+    if (v6 && h->caplen < off + 48) continue;
+    const size_t ihl = v6 ? kIpv6HeaderBytes : size_t(ip[0] & 0xf) * 4;
     const uint8_t* udp = ip + ihl;
     const size_t ulen = size_t(udp[4] << 8 | udp[5]);
     std::span<const uint8_t> ib(udp + 8, ulen - 8);
@@ -316,16 +340,30 @@ void live_capture_check(int k_from, int k_to, bool connected) {
     last_id = id;
     icrc_ok += icrc({ip, ihl}, {udp, 8}, ib.first(ib.size() - 4)) == get_icrc(ib.data() + ib.size() - 4);
     // Loopback hands the capture an unfinished UDP checksum (offload); the
-    // copy for the checker gets 0, "no checksum" over IPv4. Nothing else is
-    // touched, and the ICRC does not cover that field.
+    // copy for the checker gets 0, "no checksum" over IPv4, and the real one
+    // over IPv6 (which has no "none"). Nothing else is touched, and the ICRC
+    // does not cover that field.
     std::vector<uint8_t> hdr(ip, ip + ihl + 8);
     hdr[ihl + 6] = hdr[ihl + 7] = 0;
+    if (v6) {
+      Ipv6UdpFields u;
+      memcpy(u.src, ip + 8, 16);
+      memcpy(u.dst, ip + 24, 16);
+      u.sport = uint16_t(udp[0] << 8 | udp[1]);
+      u.dport = uint16_t(udp[2] << 8 | udp[3]);
+      uint8_t ip6[kIpv6HeaderBytes], u8[kUdpHeaderBytes];
+      build_ipv6_udp(u, ib.size(), ib.data(), ip6, u8);
+      hdr[ihl + 6] = u8[6];
+      hdr[ihl + 7] = u8[7];
+    }
     out.value()->write(hdr, ib, uint64_t(h->ts.tv_sec) * 1000000000ull, true);
   }
   pcap_close(live);
   out.value().reset();
   EXPECT_EQ(frames, n);
-  if (connected) {
+  if (!at.is_v4()) {
+    // no identification
+  } else if (connected) {
     EXPECT_EQ(id_next, frames - 1) << "a connected socket's identifications count up one per datagram";
   } else {
     EXPECT_EQ(id_zero, frames) << "Linux sent a non-zero IP identification";
@@ -360,14 +398,20 @@ TEST(UdpLink, WhatTheKernelSendsMatchesTheIcrcAndTheChecker) { live_capture_chec
 
 TEST(UdpLink, AConnectedSendersCounterMatchesTheIcrcAndTheChecker) { live_capture_check(13, 14, true); }
 
-TEST(UdpLink, AConnectedSenderReachesItsPeerIntactCorkedOrNot) {
-  // Single datagrams and GSO runs from a connected socket: each packet's ICRC
-  // is computed for the identification Linux gives it, which the receiver
-  // finds and believes (it continues the counter). Only the first
-  // packet's extra copy is dropped, unproven.
-  auto b = endpoint(16);
+TEST(UdpLink, WhatTheKernelSendsOverIpv6MatchesTheIcrcAndTheChecker) {
+  live_capture_check(24, 25, false, lo6());
+  live_capture_check(26, 27, true, lo6());
+}
+
+/// Single datagrams and GSO runs from a connected socket on `at`, from
+/// port(k) to port(k + 1): over IPv4 each packet's ICRC is computed for the
+/// identification Linux gives it, which the receiver finds and believes (it
+/// continues the counter), and only the first packet's extra copy is
+/// dropped, unproven; over IPv6 nothing is.
+void connected_sender_reaches_peer(const IpAddr& at, int k) {
+  auto b = endpoint(k + 1, {}, at);
   ASSERT_TRUE(b);
-  auto a = connected_sender(15, b->local());
+  auto a = connected_sender(k, b->local());
   ASSERT_TRUE(a);
   std::vector<uint8_t> data(1024);
   for (size_t i = 0; i < data.size(); ++i) data[i] = uint8_t(i * 5 + 3);
@@ -401,12 +445,16 @@ TEST(UdpLink, AConnectedSenderReachesItsPeerIntactCorkedOrNot) {
     EXPECT_EQ(got[i].p.bth.psn, uint32_t(i)) << i;
     ASSERT_EQ(got[i].payload.size(), lens[i]) << i;
     EXPECT_TRUE(std::equal(got[i].payload.begin(), got[i].payload.end(), data.begin())) << i;
-    EXPECT_EQ(got[i].from.port, port(15)) << i;
+    EXPECT_EQ(got[i].from.port, port(k)) << i;
   }
   EXPECT_EQ(a->stats().send_errors, 0u);
   EXPECT_EQ(b->stats().bad_icrc, 0u);
-  EXPECT_EQ(b->stats().id_unproven, 1u);
+  EXPECT_EQ(b->stats().id_unproven, at.is_v4() ? 1u : 0u);
 }
+
+TEST(UdpLink, AConnectedSenderReachesItsPeerIntactCorkedOrNot) { connected_sender_reaches_peer(lo(), 15); }
+
+TEST(UdpLink, AConnectedSenderReachesItsPeerIntactOverIpv6) { connected_sender_reaches_peer(lo6(), 28); }
 
 /// Sends n SEND_ONLY packets from each sender in turn (sender k: PSNs from
 /// k * 1000, destination QP 0x44 + k) and checks the receiver delivers all in

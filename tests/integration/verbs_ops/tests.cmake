@@ -37,3 +37,9 @@ uroce_gtest_variant(verbs_ops_comp_channel_test fence LABEL integration ENV UROC
 foreach(t rc_ops srq comp_channel post_send_ex atomic_stress sqd uc_ud mcast)
   uroce_gtest_variant(verbs_ops_${t}_test udp LABEL integration ENV UROCE_LINK=udp)
 endforeach()
+
+# IPv6 over the network link: GID 2 of uroce_lo is ::1 (the RC operations,
+# and UD with its GRH holding the IPv6 header).
+foreach(t rc_ops uc_ud)
+  uroce_gtest_variant(verbs_ops_${t}_test udp6 LABEL integration ENV UROCE_LINK=udp UROCE_TEST_GID_INDEX=2)
+endforeach()

@@ -149,16 +149,31 @@ TEST_F(UcTest, SendWithoutAReceiveIsDropped) {
   EXPECT_EQ(agent_->verify(), "");
 }
 
-// Checks the GRH a UD receive got for a RoCE v2 IPv4 path: the IPv4 header
-// sits in the last 20 of the 40 bytes (rdma-core: ibv_grh for RoCE v2/IPv4).
-void expect_ipv4_grh(const std::vector<uint8_t>& g) {
+// Checks the GRH a UD receive got between two QPs of uroce_lo. Over IPv4
+// (GID 1) the IPv4 header sits in the last 20 of the 40 bytes (rdma-core:
+// ibv_grh for RoCE v2/IPv4); over IPv6 (GID 2, ::1) the GRH is the IPv6
+// header, `payload` bytes after the UDP header's 8.
+void expect_grh(const std::vector<uint8_t>& g, uint32_t payload) {
   ASSERT_EQ(g.size(), size_t(kGrh));
-  const uint8_t* ip = g.data() + 20;
-  EXPECT_EQ(ip[0] >> 4, 4) << "IP version";
-  EXPECT_EQ(ip[9], 17) << "protocol UDP";
-  const uint8_t lo[4] = {127, 0, 0, 1};
-  EXPECT_EQ(memcmp(ip + 12, lo, 4), 0) << "source address";
-  EXPECT_EQ(memcmp(ip + 16, lo, 4), 0) << "destination address";
+  if (gid_index() != 2) {
+    const uint8_t* ip = g.data() + 20;
+    EXPECT_EQ(ip[0] >> 4, 4) << "IP version";
+    EXPECT_EQ(ip[9], 17) << "protocol UDP";
+    const uint8_t lo[4] = {127, 0, 0, 1};
+    EXPECT_EQ(memcmp(ip + 12, lo, 4), 0) << "source address";
+    EXPECT_EQ(memcmp(ip + 16, lo, 4), 0) << "destination address";
+    return;
+  }
+  EXPECT_EQ(g[0] >> 4, 6) << "IP version";
+  // UDP 8 + BTH 12 + DETH 8 (+ ImmDt 4) + payload + pad + ICRC 4.
+  const uint32_t len = uint32_t(g[4] << 8 | g[5]);
+  EXPECT_GE(len, 8 + 12 + 8 + payload + 4);
+  EXPECT_LE(len, 8 + 12 + 8 + 4 + payload + 3 + 4);
+  EXPECT_EQ(g[6], 17) << "next header UDP";
+  uint8_t lo6[16] = {};
+  lo6[15] = 1;
+  EXPECT_EQ(memcmp(g.data() + 8, lo6, 16), 0) << "source address";
+  EXPECT_EQ(memcmp(g.data() + 24, lo6, 16), 0) << "destination address";
 }
 
 TEST_F(UdTest, SendAndSendWithImmCarryTheGrh) {
@@ -189,7 +204,7 @@ TEST_F(UdTest, SendAndSendWithImmCarryTheGrh) {
         EXPECT_EQ(ntohl(wc.imm_data), seed);
       }
       std::vector<uint8_t> grh = agent_->read_bytes(roff, kGrh);
-      ASSERT_NO_FATAL_FAILURE(expect_ipv4_grh(grh));
+      ASSERT_NO_FATAL_FAILURE(expect_grh(grh, size));
       ASSERT_TRUE(agent_->expect_bytes(roff, grh.data(), kGrh));
       ASSERT_TRUE(agent_->expect(roff + kGrh, size, seed));
       EXPECT_EQ(agent_->verify(), "");
@@ -210,7 +225,7 @@ TEST_F(UdTest, GrhAndPayloadScatterOverTwoSges) {
   EXPECT_EQ(wc.byte_len, 2000 + kGrh);
   EXPECT_TRUE(wc.wc_flags & IBV_WC_GRH);
   std::vector<uint8_t> grh = agent_->read_bytes(1000, kGrh);
-  ASSERT_NO_FATAL_FAILURE(expect_ipv4_grh(grh));
+  ASSERT_NO_FATAL_FAILURE(expect_grh(grh, 2000));
   ASSERT_TRUE(agent_->expect_bytes(1000, grh.data(), kGrh));
   ASSERT_TRUE(agent_->expect(9001, 2000, 300));
   EXPECT_EQ(agent_->verify(), "");

@@ -104,7 +104,7 @@ int opener_main(Channel& ch) {
   qa.ah_attr.is_global = 1;
   qa.ah_attr.grh.hop_limit = 1;
   memcpy(qa.ah_attr.grh.dgid.raw, d.gid.raw, 16);
-  qa.ah_attr.grh.sgid_index = kGidIndex;
+  qa.ah_attr.grh.sgid_index = gid_index();
   qa.ah_attr.port_num = 1;
   int rc = ibv_modify_qp(qp, &qa,
                          IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |

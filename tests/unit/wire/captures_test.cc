@@ -10,7 +10,7 @@
 #include <string>
 
 #include "wire/icrc.h"
-#include "wire/ipv4.h"
+#include "wire/ip_udp.h"
 #include "wire/packet.h"
 
 namespace uroce::wire {

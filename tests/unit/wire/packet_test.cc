@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "wire/icrc.h"
-#include "wire/ipv4.h"
+#include "wire/ip_udp.h"
 #include "wire/opcodes.h"
 
 namespace uroce::wire {

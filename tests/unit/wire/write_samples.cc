@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "wire/icrc.h"
-#include "wire/ipv4.h"
+#include "wire/ip_udp.h"
 #include "wire/opcodes.h"
 #include "wire/packet.h"
 #include "wire/pcap_writer.h"
