@@ -28,6 +28,16 @@ struct Iface {
   std::vector<in6_addr> v6;
 };
 
+bool link_local(const in6_addr& a) { return a.s6_addr[0] == 0xfe && (a.s6_addr[1] & 0xc0) == 0x80; }
+
+/// An address other hosts can reach: IPv4, or IPv6 beyond the link-local one.
+bool has_address(const Iface& i) {
+  if (!i.v4.empty()) return true;
+  for (const in6_addr& a : i.v6)
+    if (!link_local(a)) return true;
+  return false;
+}
+
 void add_gid(core::DeviceInfo* d, const uint8_t gid[16]) {
   if (d->num_gids >= core::kMaxGids) return;
   memcpy(d->gids[d->num_gids], gid, 16);
@@ -90,7 +100,7 @@ std::vector<core::DeviceInfo> discover_devices() {
   for (const std::string& name : order) {
     const Iface& i = ifs[name];
     if (wanted.empty()) {
-      if (!(i.flags & IFF_UP) || i.v4.empty()) continue;
+      if (!(i.flags & IFF_UP) || !has_address(i)) continue;
     } else if (!wanted.count(name)) {
       continue;
     }
@@ -117,7 +127,7 @@ std::vector<core::DeviceInfo> discover_devices() {
       add_gid(&d, g);
     }
     for (const in6_addr& a : i.v6) {
-      if (a.s6_addr[0] == 0xfe && (a.s6_addr[1] & 0xc0) == 0x80) continue;  // link-local: GID[0]
+      if (link_local(a)) continue;  // GID[0]
       add_gid(&d, a.s6_addr);
     }
     out.push_back(d);

@@ -1,5 +1,6 @@
 // Discovers the soft RoCE devices: one per UP interface with an IPv4 address
-// (loopback included), or the interfaces named in UROCE_NETDEVS="lo,eth0".
+// or an IPv6 one beyond the link-local (loopback included), or the
+// interfaces named in UROCE_NETDEVS="lo,eth0".
 #pragma once
 
 #include <vector>

@@ -69,6 +69,9 @@ uroce_netns_test(rc_pingpong_link_local 60 --capture --
                  ${pair} ibv_rc_pingpong -d uroce_rnic0 -g 0 -c -n 200 -s 5000)
 uroce_netns_test(ud_pingpong_ipv6 60 --capture -- ${pair} ibv_ud_pingpong ${pp_dev6} -n 200 -s 1000)
 uroce_netns_test(write_bw_ipv6_loss10 120 --loss 10 -- ${perf} ib_write_bw -d uroce_rnic0 -x 2 -n 200)
+# An interface with IPv6 addresses only gets a device too (GID 1 = fd77::x).
+uroce_netns_test(rc_pingpong_ipv6_only 60 --capture --ipv6-only --
+                 ${pair} ibv_rc_pingpong -d uroce_rnic0 -g 1 -c -n 200 -s 5000)
 
 # perftest: every RC tool.
 foreach(tool send write read atomic)

@@ -5,12 +5,15 @@
 # them is RoCE v2 over UDP on the veth. The addresses exist only inside
 # the namespaces this script creates (and removes).
 #
-# Usage: with_netns.sh [--loss PCT] [--faults SPEC] [--capture] -- COMMAND...
+# Usage: with_netns.sh [--loss PCT] [--faults SPEC] [--capture] [--ipv6-only] -- COMMAND...
 #   --loss PCT     nftables in both namespaces drop PCT % of the UDP port
 #                  4791 datagrams they receive (numgen random; this kernel
 #                  has no netem)
 #   --faults SPEC  uroce's own injector on both sides (UROCE_FAULTS=SPEC:
 #                  drop=P,dup=P,reorder=P,corrupt=P,seed=N)
+#   --ipv6-only    rnic0 gets no IPv4 address (uroce_rnic0's GID 1 is then
+#                  fd77::x); the programs' own TCP exchange goes over a second
+#                  veth pair, ctl0, with 10.78.0.1 / 10.78.0.2
 #   --capture      both sides write every RoCE packet they send and receive
 #                  (UROCE_CAPTURE) and dumpcap records the server's veth;
 #                  every capture must pass ../../../../shared/wire/roce_check.py
@@ -33,16 +36,18 @@ wire_dir=${UROCE_SHARED_WIRE:-$here/../../../../shared/wire}
 loss=
 faults=
 capture=0
+v6only=0
 while (($#)); do
   case $1 in
     --loss) loss=$2; shift 2 ;;
     --faults) faults=$2; shift 2 ;;
     --capture) capture=1; shift ;;
+    --ipv6-only) v6only=1; shift ;;
     --) shift; break ;;
-    *) echo "usage: $0 [--loss PCT] [--faults SPEC] [--capture] -- COMMAND..." >&2; exit 2 ;;
+    *) echo "usage: $0 [--loss PCT] [--faults SPEC] [--capture] [--ipv6-only] -- COMMAND..." >&2; exit 2 ;;
   esac
 done
-(($#)) || { echo "usage: $0 [--loss PCT] [--faults SPEC] [--capture] -- COMMAND..." >&2; exit 2; }
+(($#)) || { echo "usage: $0 [--loss PCT] [--faults SPEC] [--capture] [--ipv6-only] -- COMMAND..." >&2; exit 2; }
 
 if ((EUID != 0)); then
   echo "SKIP: network namespaces need root"
@@ -84,12 +89,21 @@ for ns in "$ns_s" "$ns_c"; do
 done
 ip link add "$tag"a type veth peer name "$tag"b || exit 1
 ip link set "$tag"a netns "$ns_s" && ip link set "$tag"b netns "$ns_c" || exit 1
+if ((v6only)); then
+  ip link add "$tag"x type veth peer name "$tag"y || exit 1
+  ip link set "$tag"x netns "$ns_s" && ip link set "$tag"y netns "$ns_c" || exit 1
+  ip -n "$ns_s" link set "$tag"x name ctl0 && ip -n "$ns_c" link set "$tag"y name ctl0 || exit 1
+  for side in s c; do
+    ip -n "$tag-$side" addr add "10.78.0.$([[ $side == s ]] && echo 1 || echo 2)/24" dev ctl0 || exit 1
+    ip -n "$tag-$side" link set ctl0 up || exit 1
+  done
+fi
 for side in s c; do
   ns=$tag-$side
   dev=$tag$([[ $side == s ]] && echo a || echo b)
   host=$([[ $side == s ]] && echo 1 || echo 2)
   ip -n "$ns" link set "$dev" name rnic0 || exit 1
-  ip -n "$ns" addr add 10.77.0."$host"/24 dev rnic0 || exit 1
+  ((v6only)) || ip -n "$ns" addr add 10.77.0."$host"/24 dev rnic0 || exit 1
   ip -n "$ns" addr add fd77::"$host"/64 dev rnic0 nodad || exit 1
   ip -n "$ns" link set rnic0 up && ip -n "$ns" link set lo up || exit 1
   # Checksums filled in by the kernel, not left for an offload that veth
@@ -108,6 +122,7 @@ EOF
 done
 
 export UROCE_NETNS_SERVER=$ns_s UROCE_NETNS_CLIENT=$ns_c UROCE_SERVER_ADDR=10.77.0.1
+((v6only)) && export UROCE_SERVER_ADDR=10.78.0.1
 [[ -n $faults ]] && export UROCE_FAULTS=$faults
 # perftest's arithmetic under loss (see ../perftest/run_perftest.sh check_rows).
 [[ -n $loss$faults ]] && export PERFTEST_LOSSY=1
@@ -118,7 +133,7 @@ if ((capture)); then
   # dumpcap creates its file once it captures.
   for _ in $(seq 100); do [[ -s $work/veth.pcap ]] && break; sleep 0.05; done
 fi
-echo "+ two hosts: $ns_s (10.77.0.1) and $ns_c (10.77.0.2) on a veth${loss:+, $loss % loss}${faults:+, UROCE_FAULTS=$faults}"
+echo "+ two hosts: $ns_s ($( ((v6only)) || echo "10.77.0.1, ")fd77::1) and $ns_c ($( ((v6only)) || echo "10.77.0.2, ")fd77::2) on a veth${loss:+, $loss % loss}${faults:+, UROCE_FAULTS=$faults}"
 
 "$@"
 rc=$?
