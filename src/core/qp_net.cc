@@ -151,7 +151,8 @@ bool Qp::wants_network() const {
   const LinkChoice c = link_choice();
   if (c == LinkChoice::kShm) return false;
   if (type_ == QpType::kUd) return ud_on_network(ctx_->dev());
-  if (type_ != QpType::kRc && type_ != QpType::kUc) return false;
+  if (type_ != QpType::kRc && type_ != QpType::kUc && type_ != QpType::kXrcSend && type_ != QpType::kXrcRecv)
+    return false;
   if (!attr_.av.is_global) return false;  // no GRH: a LID, which only the shared-memory link knows
   const DeviceInfo& d = ctx_->dev();
   link::IpAddr dst, src;
@@ -263,7 +264,8 @@ bool Qp::mcast_attached() {
 }
 
 void Qp::net_start_requester() {
-  if (type_ == QpType::kUd) return;  // UD sends complete as they go out
+  // UD sends complete as they go out; an XRC target QP has no send queue.
+  if (type_ == QpType::kUd || type_ == QpType::kXrcRecv) return;
   transport::RequesterConfig r;
   r.dest_qp = attr_.dest_qpn;
   r.sq_psn = attr_.sq_psn;
@@ -297,6 +299,7 @@ Status Qp::net_post(const SendWqe& w) {
   q.signaled = sq_sig_all_ || (w.flags & send_flags::kSignaled);
   q.solicited = w.flags & send_flags::kSolicited;
   q.fence = w.flags & send_flags::kFence;
+  q.xrc_srqn = w.xrc_srqn;
   if (WcStatus ls = gather(w, loc, &nl, &len); ls != WcStatus::kSuccess) {
     // A local error completes at once and the QP goes to ERR (IBA 10.8.3.2).
     q.signaled = true;

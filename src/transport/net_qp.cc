@@ -57,20 +57,32 @@ class NetQp::Env final : public ResponderEnv, public RequesterEnv {
  public:
   explicit Env(NetQp* q) : q_(q) {}
 
+  /// XRC target: the SRQ the packet being handled names (its XRCETH).
+  void set_srqn(uint32_t srqn) { srqn_ = srqn; }
+
   bool claim_recv(RecvTarget* out) override {
-    Rx x;
-    if (!rx_of(q_->self_, 0, &x)) return false;
     const uint32_t slot = next_++ & 1;
+    out->handle = slot;
+    out->wr_id = 0;
+    claimed_srqn_[slot] = srqn_;
+    claimed_bad_[slot] = false;
+    Rx x;
+    if (!rx_of(q_->self_, srqn_, &x)) {
+      // An XRC SEND naming no SRQ of the target's domain: its packets are
+      // refused as invalid requests (place_recv), not answered with RNR.
+      claimed_bad_[slot] = true;
+      return true;
+    }
     if (!transport::claim_recv(q_->self_, x, &claimed_[slot], nullptr)) return false;
     out->wr_id = claimed_[slot].wr_id;
-    out->handle = slot;
     return true;
   }
 
   Access place_recv(const RecvTarget& r, uint64_t offset, std::span<const uint8_t> bytes) override {
+    if (claimed_bad_[r.handle & 1]) return Access::kInvalid;
     const ClaimedRecv& c = claimed_[r.handle & 1];
     Rx x;
-    rx_of(q_->self_, 0, &x);
+    rx_of(q_->self_, claimed_srqn_[r.handle & 1], &x);
     uint64_t skip = offset;
     size_t done = 0;
     for (uint32_t i = 0; i < c.num_sge && done < bytes.size(); ++i) {
@@ -83,7 +95,15 @@ class NetQp::Env final : public ResponderEnv, public RequesterEnv {
       MrView buf;
       const MrView* mr = target_mr(x, s.lkey, s.addr + skip, n, access::kLocalWrite, &buf);
       if (!mr) return Access::kAccessError;
-      memcpy(reinterpret_cast<void*>(mr->vaddr + (s.addr + skip - mr->iova)), bytes.data() + done, n);
+      // The QP's own memory; an XRC SRQ's may be another process's.
+      const uint64_t va = mr->vaddr + (s.addr + skip - mr->iova);
+      if (uint8_t* at = mapped(x, *mr, s.lkey, va, n)) {
+        memcpy(at, bytes.data() + done, n);
+      } else {
+        iovec from{const_cast<uint8_t*>(bytes.data() + done), n};
+        iovec to{reinterpret_cast<void*>(va), n};
+        if (link::copy_to_peer(x.seg->pid, &from, 1, &to, 1) != 0) return Access::kAccessError;
+      }
       done += n;
       skip = 0;
     }
@@ -92,7 +112,7 @@ class NetQp::Env final : public ResponderEnv, public RequesterEnv {
 
   void complete_recv(const RecvTarget& r, WcStatus st, uint32_t byte_len, const RecvInfo& info) override {
     Rx x;
-    if (!rx_of(q_->self_, 0, &x)) return;
+    if (claimed_bad_[r.handle & 1] || !rx_of(q_->self_, claimed_srqn_[r.handle & 1], &x)) return;
     Cqe c = recv_cqe(q_->self_, r.wr_id, st);
     if (st == WcStatus::kSuccess) {
       c.opcode = uint32_t(info.opcode);
@@ -113,11 +133,13 @@ class NetQp::Env final : public ResponderEnv, public RequesterEnv {
   uint8_t* remote_memory(uint32_t rkey, uint64_t va, uint64_t len, uint32_t need) override {
     if ((q_->self_.qp->access_flags & need) != need) return nullptr;  // the QP's own rights (IBA 10.2.4)
     Rx x;
-    if (!rx_of(q_->self_, 0, &x)) return nullptr;
+    if (!rx_of(q_->self_, srqn_, &x)) return nullptr;
     MrView buf;
     const MrView* mr = target_mr(x, rkey, va, len, need, &buf);
     if (!mr) return nullptr;
-    return reinterpret_cast<uint8_t*>(mr->vaddr + (va - mr->iova));
+    // (An XRC target's memory in another process than the QP's is out of
+    // reach here: refused as an access error.)
+    return mapped(x, *mr, rkey, mr->vaddr + (va - mr->iova), len);
   }
 
   uint64_t atomic(uint8_t* at, bool cas, uint64_t compare_add, uint64_t swap) override {
@@ -140,6 +162,9 @@ class NetQp::Env final : public ResponderEnv, public RequesterEnv {
  private:
   NetQp* q_;
   ClaimedRecv claimed_[2];  // a SEND in progress and a WRITE_WITH_IMM's receive at most
+  uint32_t claimed_srqn_[2] = {};
+  bool claimed_bad_[2] = {};
+  uint32_t srqn_ = 0;
   uint32_t next_ = 0;
 };
 
@@ -186,8 +211,10 @@ Result<std::unique_ptr<NetQp>> NetQp::open(const Config& c, const PeerQp& self, 
     q->ud_resp_ = std::make_unique<UdResponder>(self.qp->qkey, q->env_.get());
   else if (c.type == QpType::kUc)
     q->uc_resp_ = std::make_unique<UcResponder>(rc, q->env_.get());
-  else
+  else if (c.type == QpType::kRc || c.type == QpType::kXrcRecv) {
+    rc.xrc = c.type == QpType::kXrcRecv;
     q->rc_resp_ = std::make_unique<RcResponder>(rc, q->env_.get());
+  }  // (an XRC initiator has no receive side: requests to it are dropped)
   return q;
 }
 
@@ -269,6 +296,7 @@ void NetQp::start_requester(const RequesterConfig& c) {
   RequesterConfig rc = c;
   rc.pmtu = cfg_.pmtu;
   rc.unreliable = cfg_.type == QpType::kUc;
+  rc.xrc = cfg_.type == QpType::kXrcSend;
   req_ = std::make_unique<RcRequester>(rc, env_.get());
 }
 
@@ -337,7 +365,10 @@ void NetQp::on_packet(const wire::Packet& p, const link::UdpAddr& from, const li
       ud_resp_->set_qkey(self_.qp->qkey);  // ibv_modify_qp may change it
       ud_resp_->on_request(p, grh);
     }
-    if (rc_resp_) rc_resp_->on_request(p);
+    if (rc_resp_) {
+      env_->set_srqn(p.xrc_srqn);  // XRC target: the SRQ this packet names (0 otherwise)
+      rc_resp_->on_request(p);
+    }
     if (uc_resp_) uc_resp_->on_request(p);
   } else if (req_) {
     req_->on_response(p, fast_now_ns());

@@ -73,8 +73,9 @@ void RcRequester::send_packet(Entry& e, uint32_t i, bool ask_ack) {
   const SqWqe& w = e.w;
   const PacketSpan s = packet_of(w.kind, w.len, cfg_.pmtu, i);
   Packet p;
-  p.bth.opcode = opcode(cfg_.unreliable ? Service::kUc : Service::kRc, s.op);
+  p.bth.opcode = opcode(cfg_.unreliable ? Service::kUc : cfg_.xrc ? Service::kXrc : Service::kRc, s.op);
   p.bth.dest_qp = cfg_.dest_qp;
+  p.xrc_srqn = w.xrc_srqn;
   p.bth.psn = psn_add(e.first_psn, i);
   // An ACK every ack_every packets, and at least four per window: when the
   // window is small (it shrinks at each loss) and the one packet asking at
@@ -125,8 +126,9 @@ void RcRequester::send_read(Entry& e, uint32_t k) {
   // 9.7.4.1.? : a READ resumed after a loss asks for the rest only, at its PSN.
   const uint64_t off = uint64_t(k) * cfg_.pmtu;
   Packet p;
-  p.bth.opcode = opcode(Service::kRc, kReadRequest);
+  p.bth.opcode = opcode(cfg_.xrc ? Service::kXrc : Service::kRc, kReadRequest);
   p.bth.dest_qp = cfg_.dest_qp;
+  p.xrc_srqn = e.w.xrc_srqn;
   p.bth.psn = psn_add(e.first_psn, k);
   p.bth.ack_req = true;
   p.va = e.w.remote_va + off;

@@ -39,6 +39,7 @@ struct SqWqe {
   uint32_t imm = 0;  // network order
   uint32_t inv_rkey = 0;
   uint64_t compare_add = 0, swap = 0;
+  uint32_t xrc_srqn = 0;        // XRC: the SRQ at the target each packet names (XRCETH)
   SmallVec<uint8_t, 32> owned;  // inline data (a copy: the caller's buffer is theirs again)
 };
 
@@ -72,6 +73,9 @@ struct RequesterConfig {
   /// opcodes and no A bit; nothing is acknowledged, so a WQE is complete
   /// once its last packet is sent, and nothing is ever retransmitted.
   bool unreliable = false;
+  /// An XRC initiator (IBA 9.8): RC's protocol with the XRC opcodes, each
+  /// request packet naming its WQE's SRQ at the target (XRCETH).
+  bool xrc = false;
 };
 
 struct RequesterStats {

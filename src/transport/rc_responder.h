@@ -71,6 +71,9 @@ struct ResponderConfig {
   uint32_t epsn = 0;                 // rq_psn from ibv_modify_qp
   uint8_t min_rnr_timer = 0;         // IB encoding, sent in RNR NAKs
   uint32_t max_dest_rd_atomic = 16;  // READ / atomic requests remembered for duplicates
+  /// An XRC target QP (IBA 9.8): XRC requests in, XRC responses out; which
+  /// SRQ a SEND lands in is the environment's business (the XRCETH).
+  bool xrc = false;
 };
 
 struct ResponderStats {

@@ -19,13 +19,16 @@ struct Env : RequesterEnv {
     uint32_t psn;
     bool ack_req;
     uint32_t len;
+    uint8_t service = 0;
+    uint32_t xrc_srqn = 0;
   };
   std::vector<Sent> sent;
   std::vector<std::pair<uint64_t, WcStatus>> done;
   int errors = 0;
   size_t done_at_error = 0;  // completions made before the QP went to ERR
   void send(Packet& p) override {
-    sent.push_back({uint8_t(p.bth.opcode & 0x1f), p.bth.psn, p.bth.ack_req, uint32_t(p.payload.size())});
+    sent.push_back({uint8_t(p.bth.opcode & 0x1f), p.bth.psn, p.bth.ack_req, uint32_t(p.payload.size()),
+                    uint8_t(p.bth.opcode >> 5), p.xrc_srqn});
   }
   void complete(const SqWqe& w, WcStatus st, uint32_t) override { done.emplace_back(w.wr_id, st); }
   void qp_error() override {
@@ -258,6 +261,47 @@ TEST_F(RcRequesterTest, AsUcItSendsWithoutTheABitAndCompletesOnSending) {
   rd.len = 8;
   uc.post(std::move(rd), 0);
   EXPECT_EQ(e.done.back(), std::make_pair(uint64_t(2), WcStatus::kLocQpOpErr));
+}
+
+TEST(RcRequesterXrc, AnInitiatorSendsXrcOpcodesNamingItsSrqAndCompletesOnTheXrcAck) {
+  // IBA 9.8: an XRC initiator is RC's requester with the XRC opcodes, and
+  // every request packet carries the XRCETH of its WQE (the target's SRQ).
+  Env env;
+  RequesterConfig c;
+  c.pmtu = 256;
+  c.sq_psn = 10;
+  c.xrc = true;
+  RcRequester r{c, &env};
+  std::vector<uint8_t> buf(600, 3);
+  SqWqe w;
+  w.wr_id = 1;
+  w.kind = MsgKind::kSend;
+  w.len = 600;
+  w.local.push_back(iovec{buf.data(), 600});
+  w.xrc_srqn = 0x4321;
+  r.post(std::move(w), 0);
+  SqWqe rd;
+  rd.wr_id = 2;
+  rd.kind = MsgKind::kReadRequest;
+  rd.len = 8;
+  rd.local.push_back(iovec{buf.data(), 8});
+  rd.xrc_srqn = 0x55;
+  r.post(std::move(rd), 0);
+  ASSERT_EQ(env.sent.size(), 4u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(env.sent[i].service, uint8_t(Service::kXrc)) << i;
+    EXPECT_EQ(env.sent[i].xrc_srqn, 0x4321u) << i;
+  }
+  EXPECT_EQ(env.sent[3].op, kReadRequest);
+  EXPECT_EQ(env.sent[3].service, uint8_t(Service::kXrc));
+  EXPECT_EQ(env.sent[3].xrc_srqn, 0x55u);
+  Packet a;
+  a.bth.opcode = opcode(Service::kXrc, kAcknowledge);
+  a.bth.psn = 12;
+  a.syndrome = syndrome_ack(kCreditsInvalid);
+  r.on_response(a, 0);
+  ASSERT_EQ(env.done.size(), 1u);
+  EXPECT_EQ(env.done[0], std::make_pair(uint64_t(1), WcStatus::kSuccess));
 }
 
 }  // namespace

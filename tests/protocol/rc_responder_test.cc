@@ -34,6 +34,7 @@ class FakeEnv : public FakeReceives {
     uint32_t msn;
     uint64_t orig;
     std::vector<uint8_t> payload;
+    uint8_t service = 0;
   };
   std::vector<Sent> sent;
   std::vector<AsyncEvent> errors;
@@ -51,7 +52,7 @@ class FakeEnv : public FakeReceives {
   }
   void send(Packet& p) override {
     sent.push_back({uint8_t(p.bth.opcode & 0x1f), p.bth.psn, p.syndrome, p.msn, p.atomic_orig,
-                    std::vector<uint8_t>(p.payload.begin(), p.payload.end())});
+                    std::vector<uint8_t>(p.payload.begin(), p.payload.end()), uint8_t(p.bth.opcode >> 5)});
   }
   void qp_error(AsyncEvent ev) override { errors.push_back(ev); }
 };
@@ -324,6 +325,34 @@ TEST_F(RcResponderTest, PsnsWrapAround) {
   w.on_request(req(kSendOnly, kPsnMask, 0, 1, true));  // behind: a duplicate, re-ACKed at its PSN
   EXPECT_EQ(env.sent.back().psn, kPsnMask);
   EXPECT_EQ(w.stats().duplicates, 1u);
+}
+
+TEST(RcResponderXrc, AnXrcTargetAnswersXrcRequestsWithXrcOpcodesAndDropsRcOnes) {
+  // IBA 9.8: an XRC target QP is RC's responder for the XRC service.
+  FakeEnv env;
+  ResponderConfig c{kPmtu, 0x77, 100, 12, 4};
+  c.xrc = true;
+  RcResponder r{c, &env};
+  std::vector<uint8_t> data(100, 9);
+  env.posted.emplace_back(1000);
+  Packet rc;
+  rc.bth.opcode = opcode(Service::kRc, kSendOnly);
+  rc.bth.psn = 100;
+  rc.bth.ack_req = true;
+  rc.payload = std::span<const uint8_t>(data.data(), data.size());
+  r.on_request(rc);
+  EXPECT_TRUE(env.sent.empty()) << "an RC request reached an XRC target";
+  EXPECT_TRUE(env.done.empty());
+  Packet x = rc;
+  x.bth.opcode = opcode(Service::kXrc, kSendOnly);
+  x.xrc_srqn = 0x10;
+  r.on_request(x);
+  ASSERT_EQ(env.done.size(), 1u);
+  EXPECT_EQ(env.done[0].len, 100u);
+  ASSERT_EQ(env.sent.size(), 1u);
+  EXPECT_EQ(env.sent[0].op, kAcknowledge);
+  EXPECT_EQ(env.sent[0].service, uint8_t(Service::kXrc));
+  EXPECT_EQ(r.epsn(), 101u);
 }
 
 }  // namespace

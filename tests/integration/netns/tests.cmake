@@ -60,6 +60,13 @@ foreach(cond loss1 loss10 inject)
   uroce_netns_test(srq_pingpong_${cond} 120 ${opt} -- ${pair} ibv_srq_pingpong ${pp_dev} -n 100 -s 5000)
 endforeach()
 
+# XRC (ibv_xsrq_pingpong): the server on one host, 2 clients on the other;
+# at 10 % loss too. Captures through roce_check.py only: Debian 12's
+# Wireshark does not decode XRC's headers.
+set(xsrq bash ${UROCE_NETNS_DIR}/../debian/xsrq_pingpong.sh ${UROCE_NETNS_PORT} 2 uroce_rnic0 1)
+uroce_netns_test(xsrq_pingpong 60 --capture --no-tshark -- ${xsrq})
+uroce_netns_test(xsrq_pingpong_loss10 120 --loss 10 -- ${xsrq})
+
 # IPv6 GIDs (docs/network-link.md, "IPv6"): the global address (GID 2) and
 # the link-local one (GID 0, the default of many RoCE setups), captured;
 # RC's reliability over IPv6 at 10 % loss.
