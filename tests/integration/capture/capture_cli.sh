@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # `uroce capture` around an unmodified ibv_rc_pingpong pair over the network
 # link on 127.0.0.1 (UROCE_LINK=udp): the merged file holds every packet
-# twice (as sent and as received: both processes are on this host), in time
-# order, and passes ../shared/wire/roce_check.py and tshark; with
+# twice (as sent and as received: both processes are on this host; but see
+# pair_frames.py for the end of a flow), in time order, and passes
+# ../shared/wire/roce_check.py and tshark; with
 # --sent-only it holds each packet once.
 #
 # Usage: capture_cli.sh UROCE_TOOL PORT
@@ -40,7 +41,12 @@ sources() {  # FILE: "sent received" frame counts (the writer's made-up source M
 n=$(check "$work/both.pcap")
 read -r sent recv < <(sources "$work/both.pcap")
 echo "both: $n frames, $sent sent, $recv received"
-((sent > 0 && sent == recv && n == sent + recv)) || { echo "FAIL: expected every packet as sent and as received"; fail=1; }
+((sent > 0 && recv > 0 && n == sent + recv)) || { echo "FAIL: expected packets as sent and as received"; fail=1; }
+# Each received frame a copy of a sent one, and each sent one received,
+# except at the very end of its flow: a tail probe or retransmission that
+# reached a QP its process had already let go (uroced's linger answers it,
+# and uroced captures nothing) — seen once in ~10 loaded ctest runs.
+python3 "$here/pair_frames.py" "$work/both.pcap" || { echo "FAIL: sent and received frames do not pair"; fail=1; }
 # In time order.
 tshark -r "$work/both.pcap" -T fields -e frame.time_epoch 2>/dev/null | sort -c -g ||
   { echo "FAIL: frames out of time order"; fail=1; }
