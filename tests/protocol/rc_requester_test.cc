@@ -273,20 +273,17 @@ TEST(RcRequesterXrc, AnInitiatorSendsXrcOpcodesNamingItsSrqAndCompletesOnTheXrcA
   c.xrc = true;
   RcRequester r{c, &env};
   std::vector<uint8_t> buf(600, 3);
-  SqWqe w;
-  w.wr_id = 1;
-  w.kind = MsgKind::kSend;
-  w.len = 600;
-  w.local.push_back(iovec{buf.data(), 600});
-  w.xrc_srqn = 0x4321;
-  r.post(std::move(w), 0);
-  SqWqe rd;
-  rd.wr_id = 2;
-  rd.kind = MsgKind::kReadRequest;
-  rd.len = 8;
-  rd.local.push_back(iovec{buf.data(), 8});
-  rd.xrc_srqn = 0x55;
-  r.post(std::move(rd), 0);
+  auto post = [&](uint64_t id, MsgKind kind, uint32_t len, uint32_t srqn) {
+    SqWqe w;
+    w.wr_id = id;
+    w.kind = kind;
+    w.len = len;
+    w.local.push_back(iovec{buf.data(), len});
+    w.xrc_srqn = srqn;
+    r.post(std::move(w), 0);
+  };
+  post(1, MsgKind::kSend, 600, 0x4321);
+  post(2, MsgKind::kReadRequest, 8, 0x55);
   ASSERT_EQ(env.sent.size(), 4u);
   for (size_t i = 0; i < 3; ++i) {
     EXPECT_EQ(env.sent[i].service, uint8_t(Service::kXrc)) << i;
