@@ -39,28 +39,18 @@ LinkChoice link_choice() {
   return c;
 }
 
-bool v4_mapped(const uint8_t* gid, uint32_t* ip) {
-  static const uint8_t kPrefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-  if (memcmp(gid, kPrefix, 12) != 0) return false;
-  memcpy(ip, gid + 12, 4);
-  return true;
-}
-
 /// The unicast IP address GID `gid` of device `d` stands for (IPv4-mapped
 /// or IPv6; a link-local one on `d`'s interface); false for anything else
 /// (zero, multicast, unspecified).
 bool unicast_addr(const uint8_t* gid, const DeviceInfo& d, link::IpAddr* out) {
   *out = link::IpAddr::of_gid(gid, d.ifindex);
-  if (out->empty()) return false;
-  if (out->is_v4()) return (ntohl(out->ip4()) >> 28) != 0xe;
-  return gid[0] != 0xff;
+  return !out->empty() && !out->multicast();
 }
 
 /// Is `ip` an address of this host? (Binding to it succeeds only then; a
 /// multicast group, which any socket may bind, is no host's.)
 bool local_address(const link::IpAddr& ip) {
-  if (ip.is_v4() && (ntohl(ip.ip4()) >> 28) == 0xe) return false;
-  if (!ip.is_v4() && ip.b[0] == 0xff) return false;
+  if (ip.multicast()) return false;
   const link::SockAddr a = link::sockaddr_of(link::UdpAddr{ip, 0});
   int fd = socket(a.sa.sa_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return false;
@@ -224,7 +214,9 @@ Status Qp::net_open() {
 namespace {
 /// An IPv4-mapped GID of a multicast address (224.0.0.0/4).
 bool v4_multicast(const uint8_t* gid, uint32_t* ip) {
-  return v4_mapped(gid, ip) && (ntohl(*ip) >> 28) == 0xe;
+  const link::IpAddr a = link::IpAddr::of_gid(gid, 0);
+  *ip = a.ip4();
+  return a.is_v4() && a.multicast();
 }
 }  // namespace
 
@@ -338,8 +330,8 @@ Status Qp::net_post(const SendWqe& w) {
 bool Qp::ud_over_network(const AddressVector& av) {
   link::IpAddr dst;
   if (!av.is_global) return false;
-  // A group (IPv4 only) or a unicast address.
-  if (!unicast_addr(av.dgid, ctx_->dev(), &dst) && !(dst.is_v4() && dst.ip4())) return false;
+  // A unicast address or a group (IPv4 only).
+  if (!unicast_addr(av.dgid, ctx_->dev(), &dst) && !(dst.is_v4() && dst.multicast())) return false;
   if (link_choice() == LinkChoice::kUdp) return true;
   if (!(dst == ud_dst_cache_ip_)) {
     ud_dst_cache_ip_ = dst;

@@ -45,6 +45,8 @@ struct IpAddr {
     return v;
   }
   bool link_local() const { return b[0] == 0xfe && (b[1] & 0xc0) == 0x80; }
+  /// A multicast group: 224.0.0.0/4, or ff00::/8.
+  bool multicast() const { return is_v4() ? (b[12] & 0xf0) == 0xe0 : b[0] == 0xff; }
   /// Unset, or a wildcard (:: or 0.0.0.0).
   bool empty() const {
     static constexpr uint8_t kZero[16] = {};

@@ -168,6 +168,33 @@ class NetQp::Env final : public ResponderEnv, public RequesterEnv {
   uint32_t next_ = 0;
 };
 
+namespace {
+
+/// A QP's sending socket at `ip`:`sport` (flows of this host that hash to
+/// the same port share it), with the process's fault injector, its stream
+/// distinct and reproducible per QP (`salt`), and capture.
+link::UdpEndpoint::Options sender(const link::IpAddr& ip, uint16_t sport, uint32_t salt,
+                                  const NetLinkSettings& link) {
+  link::UdpEndpoint::Options o;
+  o.bind = link::UdpAddr{ip, sport};
+  o.reuse_addr = true;
+  o.faults = link.faults;
+  o.faults.seed = link.faults.seed * 1000003u + salt;
+  o.capture_to = link.capture;
+  return o;
+}
+
+/// A QP's receiving socket at `ip`:4791 (a group's too), shared with the host's other QPs.
+link::UdpEndpoint::Options receiver(const link::IpAddr& ip, const NetLinkSettings& link) {
+  link::UdpEndpoint::Options o;
+  o.bind = link::UdpAddr{ip, wire::kRoceV2Port};
+  o.reuse_addr = true;
+  o.capture_to = link.capture;
+  return o;
+}
+
+}  // namespace
+
 Result<std::unique_ptr<NetQp>> NetQp::open(const Config& c, const PeerQp& self, HostShm* host,
                                            const NetLinkSettings& link, SendDone done) {
   std::unique_ptr<NetQp> q(new NetQp());
@@ -177,13 +204,7 @@ Result<std::unique_ptr<NetQp>> NetQp::open(const Config& c, const PeerQp& self, 
   q->done_ = std::move(done);
   q->peer_ = link::UdpAddr{c.remote_ip, wire::kRoceV2Port};
   q->env_ = std::make_unique<Env>(q.get());
-  link::UdpEndpoint::Options tx;
-  tx.bind = link::UdpAddr{c.local_ip, c.sport};
-  tx.reuse_addr = true;  // flows of this host that hash to the same port share it
-  tx.faults = link.faults;
-  // Distinct, reproducible fault streams per QP.
-  tx.faults.seed = link.faults.seed * 1000003u + c.qpn;
-  tx.capture_to = link.capture;
+  link::UdpEndpoint::Options tx = sender(c.local_ip, c.sport, c.qpn, link);
   // An RC or UC flow sends to one peer only: a connected socket (faster;
   // see link/udp_link.h). UD sends to whoever each work request names.
   if (c.type != QpType::kUd) tx.peer = q->peer_;
@@ -194,11 +215,8 @@ Result<std::unique_ptr<NetQp>> NetQp::open(const Config& c, const PeerQp& self, 
     return Status(t.err());
   }
   q->tx_ = std::move(t.value());
-  link::UdpEndpoint::Options rx;
-  rx.bind = link::UdpAddr{c.local_ip, wire::kRoceV2Port};
-  rx.reuse_addr = true;
+  link::UdpEndpoint::Options rx = receiver(c.local_ip, link);
   if (c.type != QpType::kUd) rx.connect_to = link::UdpAddr{c.remote_ip, c.peer_sport};
-  rx.capture_to = link.capture;
   auto r = link::UdpEndpoint::open(rx);
   if (!r.is_ok()) {
     UROCE_ERR("QP %u: cannot bind UDP port %u (%s)", c.qpn, wire::kRoceV2Port, strerror(r.err()));
@@ -250,12 +268,10 @@ NetQp::~NetQp() {
 }
 
 Status NetQp::join(uint32_t group) {
-  link::UdpEndpoint::Options o;
-  o.bind = link::UdpAddr{link::IpAddr::v4(group), wire::kRoceV2Port};
-  o.reuse_addr = true;  // every member of the host binds the same
+  // Every member of the host binds <group>:4791.
+  link::UdpEndpoint::Options o = receiver(link::IpAddr::v4(group), NetEngine::get().settings());
   o.join_on = cfg_.local_ip.ip4();
   if (!o.join_on) return Status(EINVAL);  // IPv4 groups only
-  o.capture_to = NetEngine::get().settings().capture;
   auto r = link::UdpEndpoint::open(o);
   if (!r.is_ok()) return Status(r.err());
   if (Status st = NetEngine::get().add_socket(this, r.value().get(), true); !st.is_ok()) return st;
@@ -264,17 +280,10 @@ Status NetQp::join(uint32_t group) {
 }
 
 Status NetQp::add_address(const link::IpAddr& ip) {
-  link::UdpEndpoint::Options o;
-  o.bind = link::UdpAddr{ip, cfg_.sport};
-  o.reuse_addr = true;
-  o.faults = NetEngine::get().settings().faults;
-  o.faults.seed = o.faults.seed * 1000003u + cfg_.qpn + 1;
-  o.capture_to = NetEngine::get().settings().capture;
-  auto t = link::UdpEndpoint::open(o);
+  const NetLinkSettings& link = NetEngine::get().settings();
+  auto t = link::UdpEndpoint::open(sender(ip, cfg_.sport, cfg_.qpn + 1, link));
   if (!t.is_ok()) return Status(t.err());
-  o.bind.port = wire::kRoceV2Port;
-  o.faults = {};
-  auto r = link::UdpEndpoint::open(o);
+  auto r = link::UdpEndpoint::open(receiver(ip, link));
   if (!r.is_ok()) return Status(r.err());
   if (Status st = NetEngine::get().add_socket(this, r.value().get(), false); !st.is_ok()) return st;
   std::lock_guard<SpinLock> g(mu_);

@@ -73,7 +73,7 @@ void RcRequester::send_packet(Entry& e, uint32_t i, bool ask_ack) {
   const SqWqe& w = e.w;
   const PacketSpan s = packet_of(w.kind, w.len, cfg_.pmtu, i);
   Packet p;
-  p.bth.opcode = opcode(cfg_.unreliable ? Service::kUc : cfg_.xrc ? Service::kXrc : Service::kRc, s.op);
+  p.bth.opcode = opcode(service(), s.op);
   p.bth.dest_qp = cfg_.dest_qp;
   p.xrc_srqn = w.xrc_srqn;
   p.bth.psn = psn_add(e.first_psn, i);
@@ -126,7 +126,7 @@ void RcRequester::send_read(Entry& e, uint32_t k) {
   // 9.7.4.1.? : a READ resumed after a loss asks for the rest only, at its PSN.
   const uint64_t off = uint64_t(k) * cfg_.pmtu;
   Packet p;
-  p.bth.opcode = opcode(cfg_.xrc ? Service::kXrc : Service::kRc, kReadRequest);
+  p.bth.opcode = opcode(service(), kReadRequest);  // (never UC: post() refuses READs there)
   p.bth.dest_qp = cfg_.dest_qp;
   p.xrc_srqn = e.w.xrc_srqn;
   p.bth.psn = psn_add(e.first_psn, k);

@@ -130,6 +130,10 @@ class RcRequester {
   void ack_through(uint32_t psn, uint64_t now);
   /// The oldest PSN not known to be acknowledged.
   uint32_t window_base() const;
+  /// The service of the requests: UC, XRC or RC.
+  wire::Service service() const {
+    return cfg_.unreliable ? wire::Service::kUc : cfg_.xrc ? wire::Service::kXrc : wire::Service::kRc;
+  }
   void go_back(uint32_t psn);
   /// How long repeats of the NAK just acted on are ignored: a round trip
   /// (at most an eighth of the local ACK timeout).

@@ -12,7 +12,7 @@ using core::WcStatus;
 
 wire::Packet RcResponder::response(uint8_t op, uint32_t psn) const {
   Packet r;
-  r.bth.opcode = opcode(cfg_.xrc ? Service::kXrc : Service::kRc, Op(op));
+  r.bth.opcode = opcode(service(), Op(op));
   r.bth.dest_qp = cfg_.dest_qp;
   r.bth.psn = psn & kPsnMask;
   return r;
@@ -51,8 +51,7 @@ void RcResponder::on_request(const Packet& p) {
   }
   ++stats_.packets;
   const OpInfo* info = op_info(p.bth.opcode);
-  if (!info || !(info->flags & kRequest) ||
-      (p.bth.opcode >> 5) != uint8_t(cfg_.xrc ? Service::kXrc : Service::kRc)) {
+  if (!info || !(info->flags & kRequest) || (p.bth.opcode >> 5) != uint8_t(service())) {
     ++stats_.dropped;
     return;
   }

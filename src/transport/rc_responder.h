@@ -93,6 +93,8 @@ class RcResponder {
   const ResponderStats& stats() const { return stats_; }
 
  private:
+  /// The service of the requests it takes and the responses it sends.
+  wire::Service service() const { return cfg_.xrc ? wire::Service::kXrc : wire::Service::kRc; }
   struct Replay {  // a READ or atomic request, kept to answer its duplicates
     uint32_t psn;
     bool atomic;
