@@ -49,12 +49,15 @@ void Lingers::on_readable(int fd, uint64_t) {
   e.rx->poll([&e](const wire::Packet& p, const link::UdpAddr&, const link::UdpAddr&) {
     const wire::OpInfo* info = wire::op_info(p.bth.opcode);
     if (!info || !(info->flags & wire::kRequest) || p.bth.dest_qp != e.qpn) return;
-    if ((p.bth.opcode >> 5) != uint8_t(wire::Service::kRc) ||
+    // RC, or an XRC target QP (RC's responder with XRC opcodes): a SEND or
+    // WRITE below the expected PSN was executed; its ACK is of the same service.
+    const auto service = wire::Service(p.bth.opcode >> 5);
+    if ((service != wire::Service::kRc && service != wire::Service::kXrc) ||
         !(info->flags & (wire::kSendOp | wire::kWriteOp)))
       return;
     if (transport::psn_diff(p.bth.psn, e.epsn) >= 0) return;  // never executed: nothing to say
     wire::Packet a;
-    a.bth.opcode = wire::opcode(wire::Service::kRc, wire::kAcknowledge);
+    a.bth.opcode = wire::opcode(service, wire::kAcknowledge);
     a.bth.dest_qp = e.dest_qpn;
     a.bth.psn = p.bth.psn;
     a.syndrome = wire::syndrome_ack(wire::kCreditsInvalid);

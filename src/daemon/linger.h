@@ -1,4 +1,4 @@
-// A network RC QP's last words, kept by uroced after its process destroyed
+// A network RC (or XRC target) QP's last words, kept by uroced after its process destroyed
 // it (often right before exiting): the peer may not have seen the final
 // ACK (lost on the wire) and retransmits requests that were executed; a NIC
 // would have answered them while the QP existed, and a program that exits
