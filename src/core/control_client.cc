@@ -19,6 +19,7 @@
 #include "common/log.h"
 #include "common/unix_socket.h"
 #include "core/control_protocol.h"
+#include "link/id_watch.h"
 
 namespace uroce::core {
 
@@ -176,7 +177,29 @@ Status ControlClient::hello() {
     close(shm_fd);
     if (p != MAP_FAILED) host_shm_ = static_cast<HostShm*>(p);
   }
-  return host_shm_ ? Status::ok() : Status(ENOMEM);
+  if (!host_shm_) return Status(ENOMEM);
+  map_id_watch();
+  return Status::ok();
+}
+
+void ControlClient::map_id_watch() {
+  // Once per process (a forked child keeps its parent's mapping: same uroced).
+  if (link::id_watch()) return;
+  Request req{};
+  req.type = uint32_t(MsgType::kIdWatch);
+  req.pid = getpid();
+  Reply rep;
+  int fd = -1;
+  if (!transact(fd_, req, &rep, -1, &fd) || fd < 0) return;  // receivers then go without it
+  void* p = mmap(nullptr, sizeof(link::IdWatchTable), PROT_READ, MAP_SHARED, fd, 0);
+  close(fd);
+  if (p == MAP_FAILED) return;
+  const auto* t = static_cast<const link::IdWatchTable*>(p);
+  if (t->magic != link::IdWatchTable::kMagic) {
+    munmap(p, sizeof(link::IdWatchTable));
+    return;
+  }
+  link::set_id_watch(t);
 }
 
 Result<uint32_t> ControlClient::register_ctx(int memfd) {

@@ -48,6 +48,8 @@ class ControlClient {
   ControlClient() = default;
   Status connect_or_spawn();
   Status hello();
+  /// Maps uroced's table of the IPv4 identifications it saw (link/id_watch.h).
+  void map_id_watch();
 
   std::mutex mu_;
   int fd_ = -1;

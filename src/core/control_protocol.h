@@ -30,6 +30,9 @@ enum class MsgType : uint32_t {
   // expected PSN, MSN, its source port}: uroced re-acknowledges the peer's retransmissions
   // of what was executed for a while (see daemon/linger.h)
   kLinger = 11,
+  // -> a read-only fd of uroced's table of IPv4 identifications seen on the
+  // wire (link/id_watch.h), or none
+  kIdWatch = 12,
 };
 
 struct Request {

@@ -89,26 +89,43 @@ void Cq::push_local(const Cqe& c, bool solicited) {
 
 Status Cq::resize(uint32_t cqe) {
   if (cqe == 0 || cqe > kLimits.max_cqe) return Status(EINVAL);
-  std::lock_guard<SpinLock> g(mu_);
-  if (cqe < cq_depth(ring_)) return Status(EINVAL);  // would drop completions
-  if (cqe + 1 <= ring_->capacity) {
-    reported_cqe_ = ring_->capacity - 1;
+  // One resize at a time (only resize changes the capacity); the slot array
+  // is allocated and freed outside the spin lock (the segment's allocator
+  // may grow its file), which guards the switch alone.
+  std::lock_guard<std::mutex> r(resize_mu_);
+  uint32_t cap = ring_->capacity;
+  if (cqe + 1 <= cap) {
+    std::lock_guard<SpinLock> g(mu_);
+    if (cqe < cq_depth(ring_)) return Status(EINVAL);  // would drop completions
+    reported_cqe_ = cap - 1;
     return Status::ok();
   }
-  uint32_t cap = ring_->capacity;
   while (cap < cqe + 1) cap <<= 1;
   const size_t bytes = cq_slot_array_bytes(cap);
   auto off = ctx_->seg().alloc(bytes);
   if (!off.is_ok()) return Status(off.err());
   const uint64_t old_off = ring_->slots_off;
   const size_t old_bytes = cq_slot_array_bytes(ring_->capacity);
-  const bool clean = cq_resize(ctx_->seg().base(), ring_, off.value(), cap);
-  // The first slot array shares its block with the ring header; later ones are
-  // freed, unless a producer may still write into it late.
-  if (old_off != off_ + sizeof(CqRing) && clean) ctx_->seg().free(old_off, old_bytes);
-  extra_.push_back({off.value(), bytes});
-  std::erase_if(extra_, [&](const auto& e) { return e.first == old_off && clean; });
-  reported_cqe_ = cap - 1;
+  bool refused = false, free_old = false;
+  {
+    std::lock_guard<SpinLock> g(mu_);
+    if (cqe < cq_depth(ring_)) {
+      refused = true;  // would drop completions
+    } else {
+      const bool clean = cq_resize(ctx_->seg().base(), ring_, off.value(), cap);
+      reported_cqe_ = cap - 1;
+      extra_.push_back({off.value(), bytes});
+      std::erase_if(extra_, [&](const auto& e) { return e.first == old_off && clean; });
+      // The first slot array shares its block with the ring header; later
+      // ones are freed, unless a producer may still write into it late.
+      free_old = old_off != off_ + sizeof(CqRing) && clean;
+    }
+  }
+  if (refused) {
+    ctx_->seg().free(off.value(), bytes);
+    return Status(EINVAL);
+  }
+  if (free_old) ctx_->seg().free(old_off, old_bytes);
   return Status::ok();
 }
 

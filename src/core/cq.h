@@ -73,8 +73,9 @@ class Cq {
   uint64_t off_ = 0;
   size_t bytes_ = 0;
   uint32_t reported_cqe_ = 0;
-  std::vector<std::pair<uint64_t, size_t>> extra_;  // slot arrays from resizes
-  SpinLock mu_;
+  std::vector<std::pair<uint64_t, size_t>> extra_;  // slot arrays from resizes (under mu_)
+  SpinLock mu_;                                     // consumers against a resize's switch of slot arrays
+  std::mutex resize_mu_;                            // one resize at a time
   std::atomic<uint64_t> head_seen_{0};  // producers' private copy of the ring's head (see cq_push)
 };
 

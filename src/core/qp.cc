@@ -166,7 +166,7 @@ Qp::~Qp() {
 }
 
 Status Qp::modify(const QpModifyArgs& a, uint32_t mask) {
-  std::lock_guard<SpinLock> g(sq_mu_);
+  std::lock_guard<std::mutex> g(sq_mu_);
   if (!exists()) return Status(ENODEV);
   QpState cur = state();
   if ((mask & qp_attr::kCurState) && a.cur_state != cur) {

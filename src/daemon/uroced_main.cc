@@ -21,6 +21,7 @@
 #include "common/unix_socket.h"
 #include "core/control_protocol.h"
 #include "core/shm_layout.h"
+#include "daemon/frame_watch.h"
 #include "daemon/linger.h"
 #include "daemon/netdev.h"
 #include "daemon/registry.h"
@@ -69,6 +70,8 @@ class Server {
     if (host_shm_fd_ < 0) return 1;
     ep_ = epoll_create1(EPOLL_CLOEXEC);
     add_fd(lsock_);
+    if (!frames_.start()) return 1;
+    if (frames_.fd() >= 0) add_fd(frames_.fd());
     uint64_t idle_since = now_ns();
     for (;;) {
       epoll_event evs[32];
@@ -78,6 +81,8 @@ class Server {
         int fd = evs[i].data.fd;
         if (fd == lsock_) {
           accept_all();
+        } else if (fd == frames_.fd()) {
+          frames_.on_readable();
         } else if (lingers_.owns(fd)) {
           lingers_.on_readable(fd, now_ns());
         } else {
@@ -131,6 +136,7 @@ class Server {
     auto reply = std::make_unique<Reply>();
     memset(reply.get(), 0, sizeof(Reply));
     int send_fd = -1;
+    bool close_send_fd = false;  // send_fd is made for this reply
     size_t reply_len = offsetof(Reply, devices);
     Client& cl = clients_[fd];
     switch (MsgType(req.type)) {
@@ -198,6 +204,10 @@ class Server {
         break;
       case MsgType::kPing:
         break;
+      case MsgType::kIdWatch:
+        send_fd = frames_.client_fd();
+        close_send_fd = true;
+        break;
       case MsgType::kLinger:
         if (passed >= 0) {
           lingers_.add(passed, req.qpn, req.arg[0], req.arg[1], req.arg[2], uint16_t(req.arg[3]), now_ns());
@@ -209,7 +219,9 @@ class Server {
         reply->status = EINVAL;
     }
     if (passed >= 0) close(passed);
-    if (send_msg_fd(fd, reply.get(), reply_len, send_fd) < 0) drop_client(fd);
+    const bool sent = send_msg_fd(fd, reply.get(), reply_len, send_fd) >= 0;
+    if (close_send_fd && send_fd >= 0) close(send_fd);
+    if (!sent) drop_client(fd);
   }
 
   int lsock_ = -1;
@@ -218,6 +230,7 @@ class Server {
   std::map<int, Client> clients_;
   Registry registry_;
   Lingers lingers_;
+  FrameWatch frames_;
 };
 
 }  // namespace

@@ -163,8 +163,8 @@ Result<std::unique_ptr<UdpEndpoint>> UdpEndpoint::open(const Options& o) {
     m.imr_interface.s_addr = o.join_on;
     if (e->v6_) return Status(EINVAL);  // IPv4 groups only
     if (setsockopt(e->fd_, IPPROTO_IP, IP_ADD_MEMBERSHIP, &m, sizeof(m)) != 0) return Status(errno);
-  } else if (o.connect_to.ip.empty() && o.peer.ip.empty() && !e->v6_) {
-    // A UD sender: datagrams to a multicast group leave through the
+  } else if (o.connect_to.ip.empty() && !e->v6_) {
+    // A sender: datagrams to a multicast group (UD) leave through the
     // interface of the bound address (and loop back to this host's members).
     in_addr i{};
     i.s_addr = o.bind.ip.ip4();
@@ -177,21 +177,6 @@ Result<std::unique_ptr<UdpEndpoint>> UdpEndpoint::open(const Options& o) {
     const SockAddr c = sockaddr_of(o.connect_to);
     if (connect(e->fd_, c.get(), c.len) != 0) return Status(errno);
     e->from_ = o.connect_to;
-  } else if (!o.peer.ip.empty() && !o.faults.any()) {
-    const SockAddr c = sockaddr_of(o.peer);
-    if (connect(e->fd_, c.get(), c.len) == 0) {
-      e->peer_ = o.peer;
-      e->counted_ = !e->v6_;  // IPv6 has no identification to learn
-      if (e->counted_ && !e->learn_id()) {
-        // No transmit timestamps here (or no data with them): unconnected,
-        // identification 0.
-        sockaddr u{};
-        u.sa_family = AF_UNSPEC;
-        (void)connect(e->fd_, &u, sizeof(u));
-        e->peer_ = UdpAddr{};
-        e->counted_ = false;
-      }
-    }
   }
   if (o.faults.any()) e->faults_ = std::make_unique<FaultInjector>(o.faults);
   if (o.capture_to) {
@@ -221,28 +206,19 @@ UdpEndpoint::~UdpEndpoint() {
 
 void UdpEndpoint::transmit(std::span<const uint8_t> d, const UdpAddr& to) {
   const SockAddr a = sockaddr_of(to);
-  // To a connected socket's peer without the address: Linux then uses the
-  // route it keeps (what connecting is for).
-  const bool named = peer_.ip.empty() || !same_addr(to, peer_);
   for (int tries = 0;; ++tries) {
-    ssize_t n = sys_sendto(fd_, d.data(), d.size(), named ? a.get() : nullptr, named ? a.len : 0);
+    ssize_t n = sys_sendto(fd_, d.data(), d.size(), a.get(), a.len);
     if (n == ssize_t(d.size())) {
       ++stats_.sent;
-      ++next_id_;
       return;
     }
     // A full socket buffer is a lost packet to RC, which retransmits; retry
     // a few times first so a burst does not turn into losses needlessly.
-    // (Linux counts a connected socket's datagram only once it is built:
-    // these failures come before.) ECONNREFUSED: an ICMP error that came
-    // back for an earlier datagram to a connected peer, reported once.
-    if (n < 0 && (errno == EAGAIN || errno == ENOBUFS || errno == EINTR || errno == ECONNREFUSED) &&
-        tries < 64) {
+    if (n < 0 && (errno == EAGAIN || errno == ENOBUFS || errno == EINTR) && tries < 64) {
       cpu_relax();
       continue;
     }
     ++stats_.send_errors;
-    send_failed(n < 0 ? errno : EIO);
     return;
   }
 }
@@ -264,8 +240,7 @@ Status UdpEndpoint::send(wire::Packet& p, const UdpAddr& to) {
   }
   tx_.resize(n + wire::kIcrcBytes);
   if (wire::encode(p, tx_.data(), tx_.size()) != n) return Status(EINVAL);
-  if (counted_ && !primed_) prime(tx_.data(), tx_.size());
-  seal(tx_.data(), tx_.size(), to, counted_ ? next_id_ : 0, true);
+  seal(tx_.data(), tx_.size(), to, 0, true);
   if (faults_)
     faults_->process(tx_, emit_to(), tag_of(to));
   else
@@ -293,7 +268,6 @@ void UdpEndpoint::send_queued() {
     size_t first, count, bytes;
   };
   Msg runs[kSendBatch];
-  if (counted_ && !primed_ && !pending_.empty()) prime(queue_.data() + pending_[0].off, pending_[0].len);
   size_t i = 0;
   while (i < pending_.size()) {
     int m = 0;
@@ -309,11 +283,9 @@ void UdpEndpoint::send_queued() {
           if (b.len < a.len) break;  // a shorter packet ends the run
         }
       }
-      // The k-th datagram of a GSO send carries the send's identification + k.
-      const uint16_t base = counted_ ? id_ahead(size_t(m)) : 0;
+      // The k-th datagram of a GSO send carries identification k.
       for (size_t k = i; k < j; ++k)
-        seal(queue_.data() + pending_[k].off, pending_[k].len, pending_[k].to, uint16_t(base + (k - i)),
-             true);
+        seal(queue_.data() + pending_[k].off, pending_[k].len, pending_[k].to, uint16_t(k - i), true);
       runs[m] = Msg{i, j - i, bytes};
       i = j;
     }
@@ -325,8 +297,7 @@ void UdpEndpoint::send_queued() {
       const Queued& a = pending_[runs[k].first];
       iov[k] = iovec{queue_.data() + a.off, runs[k].bytes};
       to[k] = sockaddr_of(a.to);
-      const bool named = peer_.ip.empty() || !same_addr(a.to, peer_);  // see transmit()
-      msgs[k].msg_hdr = msghdr{named ? &to[k].sa : nullptr, named ? to[k].len : 0, &iov[k], 1, nullptr, 0, 0};
+      msgs[k].msg_hdr = msghdr{&to[k].sa, to[k].len, &iov[k], 1, nullptr, 0, 0};
       msgs[k].msg_len = 0;
       if (runs[k].count > 1) {
         msgs[k].msg_hdr.msg_control = ctl[k];
@@ -339,55 +310,40 @@ void UdpEndpoint::send_queued() {
         memcpy(CMSG_DATA(c), &seg, sizeof(seg));
       }
     }
-    // After a failure that may have moved a connected socket's counter (it
-    // is learned again), what is still to go is sealed again.
-    auto reseal_from = [&](int first) {
-      if (!counted_) return;
-      for (int x = first; x < m; ++x)
-        for (size_t y = 0; y < runs[x].count; ++y) {
-          const Queued& q = pending_[runs[x].first + y];
-          seal(queue_.data() + q.off, q.len, q.to, uint16_t(id_ahead(size_t(x - first)) + y), false);
-        }
-    };
     for (int k = 0, tries = 0; k < m;) {
       // One message: sendmsg (sendmmsg's extra copies cost ~50 ns here).
       const int sent = m - k == 1 ? (sys_sendmsg(fd_, &msgs[k].msg_hdr, 0) >= 0 ? 1 : -1)
                                   : sys_sendmmsg(fd_, msgs + k, unsigned(m - k), 0);
       if (sent > 0) {
         for (int x = k; x < k + sent; ++x) stats_.sent += runs[x].count;
-        next_id_ = uint16_t(next_id_ + sent);  // one step per send, GSO or not
         k += sent;
         tries = 0;
         continue;
       }
       // As in transmit(): a full buffer is a loss to RC; retry a little first.
-      if (errno == EAGAIN || errno == ENOBUFS || errno == EINTR || errno == ECONNREFUSED) {
+      if (errno == EAGAIN || errno == ENOBUFS || errno == EINTR) {
         if (++tries < 64) {
           cpu_relax();
           continue;
         }
-      } else if (runs[k].count > 1 && gso_) {
+      } else if (runs[k].count > 1 && (errno == EINVAL || errno == EIO)) {
         // The kernel refused the GSO send (no UDP_SEGMENT before Linux 4.18,
-        // or a device path without it): from now on one datagram per packet,
-        // these packets again with identification 0 (or the counter's).
+        // or a device path without checksum offload): from now on one
+        // datagram per packet, each with identification 0. (The capture
+        // already holds them, with the identifications they would have had.)
+        // Other errors (EPERM: netfilter dropped it on its way out) are losses.
         gso_ = false;
-        send_failed(errno);
-        // (The capture already holds them, with the identifications they
-        // would have had.)
         for (size_t x = runs[k].first; x < runs[k].first + runs[k].count; ++x) {
           const Queued& q = pending_[x];
-          seal(queue_.data() + q.off, q.len, q.to, counted_ ? next_id_ : 0, false);
+          seal(queue_.data() + q.off, q.len, q.to, 0, false);
           transmit({queue_.data() + q.off, q.len}, q.to);
         }
         ++k;
-        reseal_from(k);
         tries = 0;
         continue;
       }
       stats_.send_errors += runs[k].count;
-      send_failed(errno);
       ++k;
-      reseal_from(k);
       tries = 0;
     }
   }
@@ -411,6 +367,13 @@ uint64_t UdpEndpoint::tag_of(const UdpAddr& to) {
 }
 
 int UdpEndpoint::poll(OnPacket on_packet, int max, bool* more) {
+  int released = 0;
+  if (trust_.parked()) {
+    trust_.recheck(now_ns(), [&](std::span<const uint8_t> p, uint32_t saddr, uint16_t sport, uint16_t id) {
+      ++released;
+      hand_on(p, UdpAddr{IpAddr::v4(saddr), sport}, id, on_packet);
+    });
+  }
   mmsghdr msgs[kBatch];
   iovec iov[kBatch];
   sockaddr_in6 from[kBatch];  // or sockaddr_in
@@ -448,7 +411,7 @@ int UdpEndpoint::poll(OnPacket on_packet, int max, bool* more) {
     // A connected socket reports an ICMP error (ECONNREFUSED: nobody listened
     // at the peer yet) once, through the next receive: nothing to do for RC,
     // which retransmits.
-    return 0;
+    return released;
   }
   for (int i = 0; i < got; ++i) {
     const UdpAddr src = from_.ip.empty() ? udp_addr_of(reinterpret_cast<const sockaddr*>(&from[i])) : from_;
@@ -463,15 +426,13 @@ int UdpEndpoint::poll(OnPacket on_packet, int max, bool* more) {
     }
     deliver(static_cast<const uint8_t*>(iov[i].iov_base), msgs[i].msg_len, seg, src, dst, on_packet);
   }
-  return got;
+  return got + released;
 }
 
 void UdpEndpoint::deliver(const uint8_t* d, size_t len, size_t seg, const UdpAddr& src, const UdpAddr& dst,
                           OnPacket on_packet) {
   if (!seg || seg > len) seg = len;
   for (size_t at = 0; at < len; at += seg) {
-    // The k-th packet of a GRO run (or of a GSO send cut up on the way)
-    // carried identification k; a lone packet carries 0 (see the header comment).
     const uint8_t* p = d + at;
     const size_t n = std::min(seg, len - at);
     ++stats_.received;
@@ -481,36 +442,52 @@ void UdpEndpoint::deliver(const uint8_t* d, size_t len, size_t seg, const UdpAdd
     }
     const size_t ib = n - wire::kIcrcBytes;
     const uint32_t carried = wire::get_icrc(p + ib);
-    const int id = v6_ ? (icrc_v6(src, dst, {p, ib}) == carried ? 0 : -1)
-                       : icrc_.solve({src.ip.raw4(), dst.ip.raw4(), src.port, dst.port}, {p, ib}, carried);
+    if (v6_) {
+      if (icrc_v6(src, dst, {p, ib}) != carried) {
+        ++stats_.bad_icrc;  // IBA C17-? : a packet with a bad ICRC is dropped silently
+        continue;
+      }
+      hand_on({p, n}, src, 0, on_packet);
+      continue;
+    }
+    // Over IPv4, the identification the ICRC was computed with (one, or none).
+    const int id = icrc_.solve({src.ip.raw4(), dst.ip.raw4(), src.port, dst.port}, {p, ib}, carried);
     if (id < 0) {
-      ++stats_.bad_icrc;  // IBA C17-? : a packet with a bad ICRC is dropped silently
+      ++stats_.bad_icrc;
+      if (trust_.parked()) trust_.saw_other(src.ip.raw4());
       continue;
     }
-    const uint32_t dqp = uint32_t(p[5]) << 16 | uint32_t(p[6]) << 8 | p[7];  // BTH: destination QP
-    if (!v6_ && !id_ok(src, dqp, uint16_t(id))) {
-      ++stats_.id_unproven;
+    if (id < IdTrust::kOwnIds) {
+      if (trust_.parked()) trust_.saw_other(src.ip.raw4());
+      hand_on({p, n}, src, uint16_t(id), on_packet);  // uroce's senders: believed as is
       continue;
     }
-    // Captured once it is known to be a RoCE packet (what failed the ICRC is
-    // only counted: the capture shows what the transport saw).
-    if (capture_) {
-      uint8_t hdr[kMaxHeaders];
-      const size_t hl = headers_for(src, dst, n, hdr, uint16_t(id), p);
-      capture_->write({hdr, hl}, {p, n}, wall_ns(), false);
-    }
-    wire::Packet pk;
-    const wire::DecodeError e = wire::decode({p, n}, &pk);
-    if (e == wire::DecodeError::kCnp) {
-      ++stats_.cnp;
-      continue;
-    }
-    if (e != wire::DecodeError::kNone) {
-      ++stats_.malformed;
-      continue;
-    }
-    on_packet(pk, src, dst);
+    trust_.judge({p, n}, src.ip.raw4(), src.port, dst.ip.raw4(), uint16_t(id), now_ns(),
+                 [&](std::span<const uint8_t> q, uint32_t saddr, uint16_t sport, uint16_t qid) {
+                   hand_on(q, UdpAddr{IpAddr::v4(saddr), sport}, qid, on_packet);
+                 });
   }
+}
+
+void UdpEndpoint::hand_on(std::span<const uint8_t> p, const UdpAddr& src, uint16_t id, OnPacket on_packet) {
+  // Captured once it is known to be a RoCE packet (what failed the ICRC is
+  // only counted: the capture shows what the transport saw).
+  if (capture_) {
+    uint8_t hdr[kMaxHeaders];
+    const size_t hl = headers_for(src, local_, p.size(), hdr, id, p.data());
+    capture_->write({hdr, hl}, p, wall_ns(), false);
+  }
+  wire::Packet pk;
+  const wire::DecodeError e = wire::decode(p, &pk);
+  if (e == wire::DecodeError::kCnp) {
+    ++stats_.cnp;
+    return;
+  }
+  if (e != wire::DecodeError::kNone) {
+    ++stats_.malformed;
+    return;
+  }
+  on_packet(pk, src, local_);
 }
 
 }  // namespace uroce::link

@@ -7,21 +7,19 @@
 // The ICRC covers the IPv4 header, which a datagram socket neither writes
 // nor sees, so both sides compute it over the header Linux writes (DF, no
 // options; docs/network-link.md). The one field that varies is the
-// identification: 0 on an unconnected socket with IP_PMTUDISC_DO; on a
-// connected one (a sender with one peer: Linux keeps its route, ~0.4 us
-// less per send here) a per-socket counter, +1 per datagram, which the
-// endpoint learns once with a probe (a software transmit timestamp returns
-// the datagram with its headers) and counts from then on. Packets sent while
-// corked leave together: one sendmmsg, and each run of equal-size packets to
-// one destination as one UDP GSO send, whose k-th datagram carries the send's
-// identification + k. The receiver finds each packet's identification from
-// its ICRC (wire/icrc.h) and accepts one outside 0..63 only where it
-// continues that sender's counter (see deliver()). The receiving socket asks
-// for UDP GRO, so a GSO run usually arrives in one read. Addresses are in
-// network order, ports host order. Over IPv6 there is no identification:
-// the ICRC masks every field Linux may vary (traffic class, flow label, hop
-// limit), so senders are connected without a probe and the receiver checks
-// the ICRC as is.
+// identification. Every socket sends unconnected with IP_PMTUDISC_DO, for
+// which Linux writes identification 0 (k for the k-th datagram of a UDP GSO
+// send) whatever happened to the datagrams before: a datagram dropped on
+// its way out (netfilter, a full queue) changes nothing after it. Packets
+// sent while corked leave together: one sendmmsg, and each run of equal-size
+// packets to one destination as one UDP GSO send. The receiver finds each
+// packet's identification from its ICRC (wire/icrc.h) and believes it on
+// evidence (link/id_trust.h: 0..63, a counter continued, uroced's record of
+// the frame, a successor). The receiving socket asks for UDP GRO, so a GSO
+// run usually arrives in one read. Addresses are in network order, ports
+// host order. Over IPv6 there is no identification: the ICRC masks every
+// field Linux may vary (traffic class, flow label, hop limit), and the
+// receiver checks the ICRC as is.
 #pragma once
 
 #include <arpa/inet.h>
@@ -37,6 +35,7 @@
 #include "common/fn_ref.h"
 #include "common/status.h"
 #include "link/fault_injector.h"
+#include "link/id_trust.h"
 #include "link/ip_addr.h"
 #include "wire/icrc.h"
 #include "wire/packet.h"
@@ -79,10 +78,6 @@ class UdpEndpoint {
     /// datagram to the connected socket of its flow before any unconnected
     /// one on the port. Never for sending sockets (see the header comment).
     UdpAddr connect_to;
-    /// A sending socket with one peer (an RC or UC flow): connect() it (see
-    /// the header comment). Ignored with the fault injector on (it holds
-    /// packets back and reorders them: identification 0 keeps it simple).
-    UdpAddr peer;
     /// A multicast group's receiving socket: `bind` is <group>:4791 (so it
     /// gets the group's datagrams only), and it joins the group on the
     /// interface that has this address. Every socket of the host that joined
@@ -91,8 +86,6 @@ class UdpEndpoint {
   };
   struct Stats {
     uint64_t sent = 0, send_errors = 0, received = 0, bad_icrc = 0, malformed = 0, cnp = 0;
-    uint64_t id_relearned = 0;  // sending: counter learned again after an error
-    uint64_t id_unproven = 0;   // receiving: identification that continues no known counter
   };
   /// A packet that passed its checks; `to` is the address it was sent to.
   /// Called for each packet a read delivers (a reference: it lives only for the call to poll()).
@@ -122,17 +115,20 @@ class UdpEndpoint {
     if (--corked_ == 0 && !pending_.empty()) send_queued();
   }
   /// Handles the datagrams already waiting (at most `max`); never blocks.
-  /// Returns how many datagrams were read (a GRO run counts once); `more`:
-  /// whether the socket may still hold some (the read was full).
+  /// Packets parked for want of evidence of their IPv4 identification
+  /// (link/id_trust.h) are looked at again first. Returns how many datagrams
+  /// were read (a GRO run counts once) plus parked packets handed on;
+  /// `more`: whether the socket may still hold some (the read was full).
   int poll(OnPacket on_packet, int max = kBatch, bool* more = nullptr);
+  /// Packets wait for evidence of their identification: poll() again soon
+  /// even if the socket is not readable.
+  bool parked() const { return trust_.parked(); }
   /// Sends a packet the fault injector still holds back (call when idle).
   void flush();
   int fd() const { return fd_; }
-  /// Connected sender: the identification its next datagram carries (what
-  /// it learned and counted since).
-  uint16_t next_id() const { return next_id_; }
   const UdpAddr& local() const { return local_; }
   const Stats& stats() const { return stats_; }
+  const IdTrust::Stats& id_stats() const { return trust_.stats(); }
 
  private:
   UdpEndpoint() = default;
@@ -153,18 +149,9 @@ class UdpEndpoint {
   /// `seg` is set) to `on_packet`.
   void deliver(const uint8_t* d, size_t len, size_t seg, const UdpAddr& src, const UdpAddr& dst,
                OnPacket on_packet);
-  /// Connected sender: learns the identification Linux gives the next datagram.
-  bool learn_id();
-  /// Connected sender: the identification of datagram `k` from now.
-  uint16_t id_ahead(size_t k) const { return uint16_t(next_id_ + k); }
-  /// Connected sender, first datagram: sends the encoded packet d[0, len)
-  /// once more before it goes (sealed here; the caller seals it again).
-  void prime(uint8_t* d, size_t len);
-  /// After a send error Linux may or may not have counted the datagram.
-  void send_failed(int err);
-  /// Receiving: whether identification `id` from `src`, on a packet for
-  /// destination QP `dqp`, is believable (see deliver()).
-  bool id_ok(const UdpAddr& src, uint32_t dqp, uint16_t id);
+  /// A packet whose ICRC checked out (with identification `id`): captured,
+  /// decoded and handed to `on_packet`.
+  void hand_on(std::span<const uint8_t> p, const UdpAddr& src, uint16_t id, OnPacket on_packet);
 
   int fd_ = -1;
   bool v6_ = false;  // an IPv6 socket (no identification)
@@ -182,29 +169,8 @@ class UdpEndpoint {
   size_t queue_len_ = 0;        // bytes of queue_ in use
   std::vector<Queued> pending_;
   bool gso_ = true;  // off once the kernel refused a GSO send
-  // Sending on a connected socket.
-  UdpAddr peer_;          // empty: unconnected
-  bool counted_ = false;  // connected over IPv4: next_id_ is Linux's counter
-  uint16_t next_id_ = 0;  // what Linux gives the next datagram
-  bool primed_ = false;
-  // Receiving: the counters of connected senders, a few flows per socket.
-  // A flow is its address and the QP its packets are for: one connected
-  // socket sends for one QP, to one peer QP, and two QPs' sockets on one
-  // address (source ports that hashed alike) count independently.
-  UdpAddr from_;  // connect_to: every datagram comes from there
-  struct IdFlow {
-    UdpAddr src;
-    uint32_t dqp = 0;
-    uint16_t next = 0;  // the counter's next value
-    bool known = false;
-  };
-  static constexpr int kIdFlows = 4;
-  IdFlow id_flows_[kIdFlows];
-  int id_victim_ = 0;
-  UdpAddr id_candidate_src_;  // an unproven counter: its flow and next value
-  uint32_t id_candidate_dqp_ = 0;
-  uint16_t id_candidate_ = 0;
-  bool id_candidate_known_ = false;
+  UdpAddr from_;     // connect_to: every datagram comes from there
+  IdTrust trust_;    // which received IPv4 identifications are believed
 };
 
 }  // namespace uroce::link

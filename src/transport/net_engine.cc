@@ -67,9 +67,15 @@ constexpr unsigned kExtraReadEvery = 8;
 constexpr uint64_t kAppActiveNs = 5'000;
 // An application that polled within this long is taken to be polling still.
 constexpr uint64_t kAppPollGraceNs = 200'000;
+// Packets parked for evidence of their IPv4 identification (link/id_trust.h)
+// are looked at again at least this often (uroced records a frame within
+// tens of microseconds of its arrival).
+constexpr uint64_t kParkedRecheckNs = 100'000;
 
 struct EState {
-  std::mutex run_mu;  // held while calling into NetQps; add/remove take it
+  // Held while calling into NetQps; add/remove take it. Lock order: core/qp.h
+  // (Qp::sq_mu_ -> run_mu -> NetQp::mu_).
+  std::mutex run_mu;
   std::vector<NetQp*> slots;
   // QPs' receiving sockets beside their own: a multicast group's
   // (NetQp::join) or another address's (NetQp::add_address); in epoll as
@@ -81,6 +87,9 @@ struct EState {
   };
   std::vector<Extra> extras;
   unsigned direct_polls = 0;  // poll_now's direct reads (under run_mu)
+  // Sockets (ready codes, as in round()) whose endpoints hold parked packets:
+  // read again by every round even when not readable.
+  std::vector<int> parked;
   std::unordered_map<uint32_t, NetQp*> by_qpn;
   int ep = -1, wake = -1;
   int ep_timers = -1;  // epoll with the wake-up only: the thread's sleep while the application polls
@@ -118,6 +127,7 @@ EState& es() {
                      new (&c.run_mu) std::mutex();
                      c.slots.clear();
                      c.extras.clear();
+                     c.parked.clear();
                      c.by_qpn.clear();
                      // The parent's capture file is the parent's: its writer is
                      // left alone (not destroyed: it must not write or close
@@ -287,6 +297,18 @@ int readable_slots(EState& s, int* ready) {
     if (evs[i].data.u32 != UINT32_MAX) ready[m++] = int(evs[i].data.u32);
   return m;
 }
+/// Keeps socket `code` in s.parked while its endpoint holds parked packets.
+void track_parked(EState& s, const link::UdpEndpoint* ep, int code) {
+  auto it = std::find(s.parked.begin(), s.parked.end(), code);
+  if (ep->parked() && it == s.parked.end()) s.parked.push_back(code);
+  if (!ep->parked() && it != s.parked.end()) s.parked.erase(it);
+}
+/// Adds the sockets holding parked packets to ready[0, n) (each once); returns the new n.
+int with_parked(const EState& s, int* ready, int n) {
+  for (int code : s.parked)
+    if (n < kMaxEvents && std::find(ready, ready + n, code) == ready + n) ready[n++] = code;
+  return n;
+}
 }  // namespace
 
 int NetEngine::round(const int* ready, int n, bool* drained, bool ack_per_batch) {
@@ -352,7 +374,11 @@ int NetEngine::round(const int* ready, int n, bool* drained, bool ack_per_batch)
       q = s.slots[size_t(ready[i])];
       if (q) ep = &q->rx();
     }
-    if (!q) continue;
+    if (!q) {
+      // A socket gone since its packets were parked (its QP was destroyed).
+      s.parked.erase(std::remove(s.parked.begin(), s.parked.end(), ready[i]), s.parked.end());
+      continue;
+    }
     b.owner = q;
     for (int r = 0;; ++r) {
       bool more = false;
@@ -370,6 +396,7 @@ int NetEngine::round(const int* ready, int n, bool* drained, bool ack_per_batch)
         break;
       }
     }
+    track_parked(s, ep, ready[i]);
   }
   if (ack_per_batch) NetQp::defer_acks(false);
   return got;
@@ -446,6 +473,7 @@ bool NetEngine::poll_now() {
       }
   }
   if (!direct) n = readable_slots(s, ready);
+  n = with_parked(s, ready, n);
   bool drained = n < kMaxEvents && !skipped;
   int got = 0;
   if (n) {
@@ -497,9 +525,11 @@ void NetEngine::loop() {
       bool due = false;
       for (NetQp* q : s.slots)
         if (q && q->next_deadline() <= now) due = true;
-      if (app_polls && (due || now - app_read >= kAppActiveNs)) {
+      const bool look = app_polls && (due || now - app_read >= kAppActiveNs);
+      if (look || !s.parked.empty()) {
         int ready[kMaxEvents];
-        if (const int m = readable_slots(s, ready)) {
+        const int m = with_parked(s, ready, look ? readable_slots(s, ready) : 0);
+        if (m) {
           // The ACKs wait, as in a poll: such a program usually answers what
           // came in (a ping-pong), and the ACK then leaves with its request.
           NetQp::defer_acks(true);
@@ -520,6 +550,7 @@ void NetEngine::loop() {
         }
         if (d < next) next = d;
       }
+      if (!s.parked.empty()) next = std::min(next, now + kParkedRecheckNs);
       g.unlock();
     }
     // Then this thread sleeps until the next deadline, a kick, or (while the

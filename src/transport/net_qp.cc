@@ -34,7 +34,7 @@ class NetQp::Call {
 
  private:
   NetQp* q_;
-  std::lock_guard<SpinLock> g_;
+  std::lock_guard<std::mutex> g_;
 };
 
 uint16_t udp_sport(uint32_t flow_label, uint32_t lqpn, uint32_t rqpn) {
@@ -204,11 +204,7 @@ Result<std::unique_ptr<NetQp>> NetQp::open(const Config& c, const PeerQp& self, 
   q->done_ = std::move(done);
   q->peer_ = link::UdpAddr{c.remote_ip, wire::kRoceV2Port};
   q->env_ = std::make_unique<Env>(q.get());
-  link::UdpEndpoint::Options tx = sender(c.local_ip, c.sport, c.qpn, link);
-  // An RC or UC flow sends to one peer only: a connected socket (faster;
-  // see link/udp_link.h). UD sends to whoever each work request names.
-  if (c.type != QpType::kUd) tx.peer = q->peer_;
-  auto t = link::UdpEndpoint::open(tx);
+  auto t = link::UdpEndpoint::open(sender(c.local_ip, c.sport, c.qpn, link));
   if (!t.is_ok()) {
     UROCE_ERR("QP %u: cannot bind UDP [%s]:%u (%s)", c.qpn, link::to_string(c.local_ip).c_str(), c.sport,
               strerror(t.err()));
@@ -240,12 +236,14 @@ NetQp::~NetQp() {
   // What the QP's link did, for diagnosis (UROCE_LOG=info).
   const link::UdpEndpoint::Stats& t = tx_->stats();
   const link::UdpEndpoint::Stats& r = rx_->stats();
+  const link::IdTrust::Stats& i = rx_->id_stats();
   UROCE_INFO(
-      "QP %u on UDP: sent %llu (%llu send errors, IP ID counter learned again %llu times), received %llu "
-      "(%llu bad ICRC, %llu unproven IP ID, %llu malformed)",
-      cfg_.qpn, (unsigned long long)t.sent, (unsigned long long)t.send_errors,
-      (unsigned long long)t.id_relearned, (unsigned long long)r.received, (unsigned long long)r.bad_icrc,
-      (unsigned long long)r.id_unproven, (unsigned long long)r.malformed);
+      "QP %u on UDP: sent %llu (%llu send errors), received %llu (%llu bad ICRC, %llu malformed; IPv4 "
+      "identification: %llu waited for evidence, %llu vouched for by uroced, %llu by a successor, %llu "
+      "dropped unproven)",
+      cfg_.qpn, (unsigned long long)t.sent, (unsigned long long)t.send_errors, (unsigned long long)r.received,
+      (unsigned long long)r.bad_icrc, (unsigned long long)r.malformed, (unsigned long long)i.parked,
+      (unsigned long long)i.vouched, (unsigned long long)i.succeeded, (unsigned long long)i.unproven);
   if (req_) {
     const RequesterStats& q = req_->stats();
     UROCE_INFO(
@@ -286,7 +284,7 @@ Status NetQp::add_address(const link::IpAddr& ip) {
   auto r = link::UdpEndpoint::open(receiver(ip, link));
   if (!r.is_ok()) return Status(r.err());
   if (Status st = NetEngine::get().add_socket(this, r.value().get(), false); !st.is_ok()) return st;
-  std::lock_guard<SpinLock> g(mu_);
+  std::lock_guard<std::mutex> g(mu_);
   more_.push_back(Address{ip, std::move(t.value()), std::move(r.value())});
   return Status::ok();
 }
@@ -336,7 +334,7 @@ bool NetQp::send_ud(const link::IpAddr& dst, const link::IpAddr& src, uint32_t d
   p.bth.opcode = wire::opcode(wire::Service::kUd, has_imm ? wire::kSendOnlyImm : wire::kSendOnly);
   p.bth.dest_qp = dest_qpn;
   p.bth.solicited = solicited;
-  std::lock_guard<SpinLock> g(mu_);
+  std::lock_guard<std::mutex> g(mu_);
   // The work request's source address, else the first of dst's family.
   auto fits = [&dst](const link::IpAddr& a) { return a.is_v4() == dst.is_v4(); };
   link::UdpEndpoint* tx = nullptr;
@@ -397,7 +395,7 @@ void NetQp::flush() {
 }
 
 NetQp::Last NetQp::release_for_linger() {
-  std::lock_guard<SpinLock> g(mu_);
+  std::lock_guard<std::mutex> g(mu_);
   Last l;
   if (!rc_resp_ || rc_resp_->epsn() == cfg_.resp.epsn) return l;
   l.any = true;
@@ -410,7 +408,7 @@ NetQp::Last NetQp::release_for_linger() {
 }
 
 void NetQp::flush_link() {
-  std::lock_guard<SpinLock> g(mu_);
+  std::lock_guard<std::mutex> g(mu_);
   tx_->flush();
 }
 
@@ -422,7 +420,7 @@ void NetQp::defer_acks(bool on) { t_defer_acks = on; }
 
 void NetQp::flush_acks(uint64_t held_before) {
   if (!ack_held_.load(std::memory_order_relaxed)) return;  // the common case: no lock
-  std::lock_guard<SpinLock> g(mu_);
+  std::lock_guard<std::mutex> g(mu_);
   if (ack_held_ && ack_held_since_ <= held_before) send_held_ack();
 }
 

@@ -136,10 +136,9 @@ class NetQp {
   core::PeerQp self_;
   core::HostShm* host_ = nullptr;
   SendDone done_;
-  // Everything below. A spin lock: the application and the engine thread
-  // rarely meet here, and a pthread mutex pair costs ~45 instructions on
-  // each packet and post.
-  SpinLock mu_;
+  // Everything below. A mutex, not a spin lock: the sends of a call leave
+  // under it (system calls). Lock order: core/qp.h (Qp::sq_mu_).
+  std::mutex mu_;
   std::unique_ptr<Env> env_;
   std::unique_ptr<link::UdpEndpoint> tx_, rx_;
   struct Group {

@@ -100,7 +100,7 @@ const PeerQp* Qp::peer_for(uint32_t qpn, PeerQp* tmp) {
 }
 
 Status Qp::post_send(const SendWqe& w) {
-  std::lock_guard<SpinLock> g(sq_mu_);
+  std::lock_guard<std::mutex> g(sq_mu_);
   if (!send_cq_) return Status(EINVAL);  // XRC target QPs have no send queue
   QpState st = state();
   if (st == QpState::kReset || st == QpState::kInit || st == QpState::kRtr) return Status(EINVAL);
@@ -181,7 +181,7 @@ void Qp::defer(const SendWqe& w, Exec why, const ExecOut& o) {
 }
 
 bool Qp::progress() {
-  std::lock_guard<SpinLock> g(sq_mu_);
+  std::lock_guard<std::mutex> g(sq_mu_);
   bool more = progress_st();
   if (!more) wants_service_.store(false, std::memory_order_release);
   return more;

@@ -27,7 +27,12 @@ uroce_gtest(fault_errors_daemon_death_test LABEL fault TIMEOUT 30 VERBS SOURCES
   ${UROCE_FAULT_ERRORS_DIR}/fault_harness.cc
   ${UROCE_FAULT_ERRORS_DIR}/daemon_death_test.cc)
 
-foreach(t fault_errors_test fault_errors_daemon_death_test)
+# Stops its uroced for a while: a daemon (and a process) of its own too.
+uroce_gtest(fault_errors_lock_wait_test LABEL fault TIMEOUT 30 VERBS SOURCES
+  ${UROCE_FAULT_ERRORS_DIR}/fault_harness.cc
+  ${UROCE_FAULT_ERRORS_DIR}/lock_wait_test.cc)
+
+foreach(t fault_errors_test fault_errors_daemon_death_test fault_errors_lock_wait_test)
   target_compile_definitions(${t} PRIVATE UROCE_FAULT_PEER_PATH="$<TARGET_FILE:fault_errors_peer>")
   add_dependencies(${t} fault_errors_peer)
 endforeach()

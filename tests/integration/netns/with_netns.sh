@@ -5,10 +5,13 @@
 # them is RoCE v2 over UDP on the veth. The addresses exist only inside
 # the namespaces this script creates (and removes).
 #
-# Usage: with_netns.sh [--loss PCT] [--faults SPEC] [--capture [--no-tshark]] [--ipv6-only] -- COMMAND...
+# Usage: with_netns.sh [--loss PCT] [--out-loss PCT] [--faults SPEC] [--capture [--no-tshark]] [--ipv6-only] -- COMMAND...
 #   --loss PCT     nftables in both namespaces drop PCT % of the UDP port
 #                  4791 datagrams they receive (numgen random; this kernel
 #                  has no netem)
+#   --out-loss PCT the same for the datagrams they send, on their way out
+#                  (after Linux built their IP headers: each such drop used
+#                  an IP identification; sendmsg fails with EPERM)
 #   --faults SPEC  uroce's own injector on both sides (UROCE_FAULTS=SPEC:
 #                  drop=P,dup=P,reorder=P,corrupt=P,seed=N)
 #   --ipv6-only    rnic0 gets no IPv4 address (uroce_rnic0's GID 1 is then
@@ -37,6 +40,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 wire_dir=${UROCE_SHARED_WIRE:-$here/../../../../shared/wire}
 
 loss=
+out_loss=
 faults=
 capture=0
 v6only=0
@@ -44,15 +48,16 @@ tshark=1
 while (($#)); do
   case $1 in
     --loss) loss=$2; shift 2 ;;
+    --out-loss) out_loss=$2; shift 2 ;;
     --faults) faults=$2; shift 2 ;;
     --capture) capture=1; shift ;;
     --ipv6-only) v6only=1; shift ;;
     --no-tshark) tshark=0; shift ;;
     --) shift; break ;;
-    *) echo "usage: $0 [--loss PCT] [--faults SPEC] [--capture] [--no-tshark] [--ipv6-only] -- COMMAND..." >&2; exit 2 ;;
+    *) echo "usage: $0 [--loss PCT] [--out-loss PCT] [--faults SPEC] [--capture] [--no-tshark] [--ipv6-only] -- COMMAND..." >&2; exit 2 ;;
   esac
 done
-(($#)) || { echo "usage: $0 [--loss PCT] [--faults SPEC] [--capture] [--no-tshark] [--ipv6-only] -- COMMAND..." >&2; exit 2; }
+(($#)) || { echo "usage: $0 [--loss PCT] [--out-loss PCT] [--faults SPEC] [--capture] [--no-tshark] [--ipv6-only] -- COMMAND..." >&2; exit 2; }
 
 if ((EUID != 0)); then
   echo "SKIP: network namespaces need root"
@@ -114,12 +119,16 @@ for side in s c; do
   # Checksums filled in by the kernel, not left for an offload that veth
   # never does (captures would show them unfinished).
   ip netns exec "$ns" ethtool -K rnic0 tx off >/dev/null 2>&1
-  if [[ -n $loss ]]; then
+  if [[ -n $loss$out_loss ]]; then
     ip netns exec "$ns" nft -f - <<EOF || exit 1
 table inet uroce_loss {
   chain input {
     type filter hook input priority 0;
-    udp dport 4791 numgen random mod 100 < $loss drop
+    ${loss:+udp dport 4791 numgen random mod 100 < $loss drop}
+  }
+  chain output {
+    type filter hook output priority 0;
+    ${out_loss:+udp dport 4791 numgen random mod 100 < $out_loss drop}
   }
 }
 EOF
@@ -130,7 +139,7 @@ export UROCE_NETNS_SERVER=$ns_s UROCE_NETNS_CLIENT=$ns_c UROCE_SERVER_ADDR=10.77
 ((v6only)) && export UROCE_SERVER_ADDR=10.78.0.1
 [[ -n $faults ]] && export UROCE_FAULTS=$faults
 # perftest's arithmetic under loss (see ../perftest/run_perftest.sh check_rows).
-[[ -n $loss$faults ]] && export PERFTEST_LOSSY=1
+[[ -n $loss$out_loss$faults ]] && export PERFTEST_LOSSY=1
 if ((capture)); then
   export UROCE_CAPTURE=$work/uroce-%p.pcap
   ip netns exec "$ns_s" dumpcap -q -i rnic0 -f "udp port 4791" -w "$work/veth.pcap" >/dev/null 2>&1 &
@@ -138,7 +147,7 @@ if ((capture)); then
   # dumpcap creates its file once it captures.
   for _ in $(seq 100); do [[ -s $work/veth.pcap ]] && break; sleep 0.05; done
 fi
-echo "+ two hosts: $ns_s ($( ((v6only)) || echo "10.77.0.1, ")fd77::1) and $ns_c ($( ((v6only)) || echo "10.77.0.2, ")fd77::2) on a veth${loss:+, $loss % loss}${faults:+, UROCE_FAULTS=$faults}"
+echo "+ two hosts: $ns_s ($( ((v6only)) || echo "10.77.0.1, ")fd77::1) and $ns_c ($( ((v6only)) || echo "10.77.0.2, ")fd77::2) on a veth${loss:+, $loss % loss}${out_loss:+, $out_loss % loss on the way out}${faults:+, UROCE_FAULTS=$faults}"
 
 "$@"
 rc=$?

@@ -1,0 +1,2 @@
+# The network link's pure parts (src/link) without sockets.
+uroce_gtest(link_id_trust_test LABEL unit TIMEOUT 30 SOURCES ${CMAKE_CURRENT_LIST_DIR}/id_trust_test.cc)
