@@ -79,7 +79,10 @@ class Server {
         if (fd == lsock_) {
           accept_all();
         } else if (lingers_.owns(fd)) {
-          lingers_.on_readable(fd, now_ns());
+          lingers_.on_readable(fd, now_ns(), [this](uint32_t qpn) {
+            auto r = registry_.resolve_qpn(qpn);
+            return r.is_ok() ? r.value().pid : 0;
+          });
         } else {
           handle_client(fd, evs[i].events);
         }

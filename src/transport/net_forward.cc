@@ -59,9 +59,12 @@ NetForward NetForwarder::add(const wire::Packet& p, const link::UdpAddr& from, c
   if (!r.is_ok()) return NetForward::kNoSuchQp;
   const core::PeerQp& t = r.value();
   if (t.qp->qp_type == uint32_t(core::QpType::kUd)) return NetForward::kNoSuchQp;
-  const int32_t pid = t.seg->pid;
-  if (pid == getpid()) return NetForward::kThisProcess;
+  if (t.seg->pid == getpid()) return NetForward::kThisProcess;
+  return add_for(t.seg->pid, p, from, to);
+}
 
+NetForward NetForwarder::add_for(int32_t pid, const wire::Packet& p, const link::UdpAddr& from,
+                                 const link::UdpAddr& to) {
   Batch* b = nullptr;
   for (Batch& x : batches_)
     if (x.pid == pid) b = &x;

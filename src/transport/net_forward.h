@@ -57,6 +57,9 @@ class NetForwarder {
   /// Queues `p` (its ICRC checked), which came from `from` to `to`, for the
   /// process that owns QP p.bth.dest_qp; kPassed means queued. Never blocks.
   NetForward add(const wire::Packet& p, const link::UdpAddr& from, const link::UdpAddr& to);
+  /// The same for a packet whose owner is known to be process `pid`, not
+  /// this one (uroced's lingering sockets: it knows every QP's owner).
+  NetForward add_for(int32_t pid, const wire::Packet& p, const link::UdpAddr& from, const link::UdpAddr& to);
   /// Sends what is queued (a datagram per owner and kMaxBatchBytes);
   /// returns the packets that could not go (the owner's inbox full or gone).
   uint64_t flush();
