@@ -74,8 +74,8 @@ NetForward NetForwarder::add_for(int32_t pid, const wire::Packet& p, const link:
     b->pid = pid;
     b->bytes.reserve(kMaxBatchBytes);
   }
-  if (b->bytes.size() + sizeof(FwdHeader) + kMaxPacketBytes > kMaxBatchBytes && send(*b) != 0)
-    return NetForward::kFull;
+  // A full batch goes now (what it loses, flush() reports).
+  if (b->bytes.size() + sizeof(FwdHeader) + kMaxPacketBytes > kMaxBatchBytes) lost_ += send(*b);
   const size_t at = b->bytes.size();
   b->bytes.resize(at + sizeof(FwdHeader) + kMaxPacketBytes);
   uint8_t* out = b->bytes.data() + at;
@@ -130,7 +130,8 @@ uint64_t NetForwarder::send(Batch& b) {
 }
 
 uint64_t NetForwarder::flush() {
-  uint64_t lost = 0;
+  uint64_t lost = lost_;
+  lost_ = 0;
   for (Batch& b : batches_) lost += send(b);
   return lost;
 }

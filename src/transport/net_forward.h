@@ -55,13 +55,15 @@ class NetForwarder {
   NetForwarder(const NetForwarder&) = delete;
   NetForwarder& operator=(const NetForwarder&) = delete;
   /// Queues `p` (its ICRC checked), which came from `from` to `to`, for the
-  /// process that owns QP p.bth.dest_qp; kPassed means queued. Never blocks.
+  /// process that owns QP p.bth.dest_qp; kPassed means queued. Never blocks
+  /// but for a full batch (at most kFullWaitMs).
   NetForward add(const wire::Packet& p, const link::UdpAddr& from, const link::UdpAddr& to);
   /// The same for a packet whose owner is known to be process `pid`, not
   /// this one (uroced's lingering sockets: it knows every QP's owner).
   NetForward add_for(int32_t pid, const wire::Packet& p, const link::UdpAddr& from, const link::UdpAddr& to);
   /// Sends what is queued (a datagram per owner and kMaxBatchBytes);
-  /// returns the packets that could not go (the owner's inbox full or gone).
+  /// returns the packets added since the last flush that could not go (the
+  /// owner's inbox full or gone).
   uint64_t flush();
   /// Forgets every owner (a fork() child: the sockets are the parent's).
   void reset();
@@ -78,6 +80,7 @@ class NetForwarder {
   };
   uint64_t send(Batch& b);
   std::vector<Batch> batches_;
+  uint64_t lost_ = 0;  // in batches that went before flush()
 };
 
 /// A process's inbox for packets other processes pass on.
