@@ -22,6 +22,9 @@ packages=(
   iproute2 procps python3 nftables ethtool
   # Wireshark's dissector, to judge the packets uroce writes (../shared/wire/tshark_roce.sh)
   tshark
+  # UCX 1.13 (ucx_perftest) and Open MPI 4.1 (mpirun, and mpicc for the
+  # tests' MPI program): the UCX tests (tests/integration/ucx)
+  ucx-utils openmpi-bin libopenmpi-dev
   # style checks (.clang-format, .clang-tidy); clang + libFuzzer for the fuzz targets
   clang-format clang-tidy clang
   # callers' extra packages

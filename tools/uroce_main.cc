@@ -9,6 +9,11 @@
 // each packet appears once, as its sender wrote it (between two processes
 // of one host every packet is otherwise there twice: sent and received).
 // Exits with COMMAND's status.
+//
+//   uroce devnodes [--remove] [--dir DIR] [DEVICE...]
+//
+// Makes /dev/infiniband/<dev_name> of uroce's devices, which UCX needs to
+// use them (tools/devnodes.cc says which devices and why).
 #include <dirent.h>
 #include <pcap/pcap.h>
 #include <signal.h>
@@ -22,6 +27,8 @@
 #include <cstring>
 #include <string>
 #include <vector>
+
+#include "tools/devnodes.h"
 
 namespace {
 
@@ -152,7 +159,18 @@ int main(int argc, char** argv) {
   cap->add_option("-o,--output", out, "pcap file to write")->capture_default_str();
   cap->add_flag("--sent-only", sent_only, "each packet once, as its sender wrote it");
   cap->add_option("command", command, "the command to run (after --)")->required();
+  CLI::App* dn = app.add_subcommand(
+      "devnodes",
+      "Make /dev/infiniband/<dev_name> for uroce's devices (links to /dev/null), which UCX needs to use "
+      "them: "
+      "every device of a network interface, uroce_lo only when it is the only one, or the DEVICEs named");
+  uroce::tools::DevnodesOptions dno;
+  dn->add_flag("--remove", dno.remove,
+               "remove the links instead (of every uroce device, or of the DEVICEs named)");
+  dn->add_option("--dir", dno.dir, "directory of the entries")->capture_default_str();
+  dn->add_option("devices", dno.devices, "uroce device names (uroce_lo, uroce_eth0, ...)");
   CLI11_PARSE(app, argc, argv);
   if (cap->parsed()) return capture(out, sent_only, command);
+  if (dn->parsed()) return uroce::tools::devnodes(dno);
   return 0;
 }

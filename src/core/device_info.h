@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 
 namespace uroce::core {
 
@@ -33,5 +34,10 @@ inline uint32_t active_mtu_enum(uint32_t if_mtu) {
   while (e > 1 && (128u << e) + 60 > if_mtu) --e;
   return e;
 }
+
+/// ibv_device.dev_name of the device at `index` in uroced's list: the name of
+/// the kernel's character device for it, /dev/infiniband/uverbs<N>, which
+/// UCX checks before it uses a device (tools/devnodes.cc makes it).
+inline void verbs_dev_name(uint32_t index, char* out, size_t n) { snprintf(out, n, "uverbs%u", index); }
 
 }  // namespace uroce::core

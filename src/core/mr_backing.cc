@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -114,14 +115,26 @@ bool private_anonymous(uint64_t a, uint64_t b) {
   return false;
 }
 
+/// Moves the n-byte mapping at `from` over [to, to+n), replacing what was
+/// there. The system call itself, not glibc's mremap: memory hooks that
+/// replace mremap in the whole process (UCX's UCM, bistro or GOT patching)
+/// take only its first four arguments and pass MREMAP_FIXED on without the
+/// new address, so the mapping lands elsewhere and the program keeps private
+/// pages a peer never writes. Nor do such hooks need to hear of this move:
+/// the program's bytes at `to` do not change.
+bool move_mapping(void* from, uint64_t n, uint64_t to) {
+  const long r = syscall(SYS_mremap, from, size_t(n), size_t(n), MREMAP_MAYMOVE | MREMAP_FIXED,
+                         reinterpret_cast<void*>(to));
+  return r != -1 && uint64_t(r) == to;
+}
+
 /// Replaces [a, b) by private anonymous pages holding the same bytes.
 void make_private(uint64_t a, uint64_t b) {
   const size_t n = b - a;
   void* tmp = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (tmp == MAP_FAILED) return;  // keep the shared pages: same bytes, still correct
   memcpy(tmp, reinterpret_cast<void*>(a), n);
-  if (mremap(tmp, n, n, MREMAP_MAYMOVE | MREMAP_FIXED, reinterpret_cast<void*>(a)) == MAP_FAILED)
-    munmap(tmp, n);
+  if (!move_mapping(tmp, n, a)) munmap(tmp, n);
 }
 
 /// Makes private again whatever of [start, start+len) still maps memfd `ino`
@@ -154,7 +167,7 @@ bool create_backing(uint64_t a, uint64_t n, Backing* out) {
   tmp = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (tmp == MAP_FAILED) goto fail;
   memcpy(tmp, reinterpret_cast<void*>(a), n);
-  if (mremap(tmp, n, n, MREMAP_MAYMOVE | MREMAP_FIXED, reinterpret_cast<void*>(a)) == MAP_FAILED) {
+  if (!move_mapping(tmp, n, a)) {
     munmap(tmp, n);
     goto fail;
   }

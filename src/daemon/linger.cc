@@ -42,13 +42,17 @@ void Lingers::add(int rx_fd, uint32_t qpn, uint32_t dest_qpn, uint32_t epsn, uin
   by_fd_[rx_fd] = std::move(e);
 }
 
-void Lingers::on_readable(int fd, uint64_t) {
+void Lingers::on_readable(int fd, uint64_t, FnRef<int32_t(uint32_t qpn)> owner_pid) {
   auto it = by_fd_.find(fd);
   if (it == by_fd_.end()) return;
   Entry& e = it->second;
-  e.rx->poll([&e](const wire::Packet& p, const link::UdpAddr&, const link::UdpAddr&) {
+  e.rx->poll([&](const wire::Packet& p, const link::UdpAddr& from, const link::UdpAddr& to) {
+    if (p.bth.dest_qp != e.qpn) {
+      if (const int32_t pid = owner_pid(p.bth.dest_qp)) (void)forward_.add_for(pid, p, from, to);
+      return;
+    }
     const wire::OpInfo* info = wire::op_info(p.bth.opcode);
-    if (!info || !(info->flags & wire::kRequest) || p.bth.dest_qp != e.qpn) return;
+    if (!info || !(info->flags & wire::kRequest)) return;
     // RC, or an XRC target QP (RC's responder with XRC opcodes): a SEND or
     // WRITE below the expected PSN was executed; its ACK is of the same service.
     const auto service = wire::Service(p.bth.opcode >> 5);
@@ -65,6 +69,7 @@ void Lingers::on_readable(int fd, uint64_t) {
     (void)e.tx->send(a, e.peer);
     ++e.acked;
   });
+  (void)forward_.flush();
 }
 
 void Lingers::log_end(const Entry& e) {

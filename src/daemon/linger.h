@@ -7,13 +7,21 @@
 // acknowledges such duplicates (SEND / WRITE PSNs below the expected PSN)
 // with the QP's last MSN; it executes nothing and answers nothing else
 // (READ and atomic duplicates need memory that is gone). Like TCP's TIME_WAIT.
+//
+// Its socket may also get packets for live QPs of other processes: flows
+// that share the lingering flow's UDP source port (one flow label for every
+// QP, as UCX sets) have receiving sockets with the same addresses, and Linux
+// gives their datagrams to the one bound last. Those go on to their QP's
+// process, as a process passes them on (transport/net_forward.h).
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <memory>
 
+#include "common/fn_ref.h"
 #include "link/udp_link.h"
+#include "transport/net_forward.h"
 
 namespace uroce::daemon {
 
@@ -23,8 +31,9 @@ class Lingers {
   void add(int rx_fd, uint32_t qpn, uint32_t dest_qpn, uint32_t epsn, uint32_t msn, uint16_t sport,
            uint64_t now_ns);
   bool owns(int fd) const { return by_fd_.count(fd) != 0; }
-  /// The socket is readable: answers what came in. Returns fds to stop watching.
-  void on_readable(int fd, uint64_t now_ns);
+  /// The socket is readable: answers what came in, and passes packets for
+  /// other QPs on to the process `owner_pid` names (0: none).
+  void on_readable(int fd, uint64_t now_ns, FnRef<int32_t(uint32_t qpn)> owner_pid);
   /// Closes what expired; returns their fds (already closed) through `gone`.
   template <typename F>
   void expire(uint64_t now_ns, F&& gone) {
@@ -50,6 +59,7 @@ class Lingers {
   };
   static void log_end(const Entry& e);
   std::map<int, Entry> by_fd_;
+  transport::NetForwarder forward_;
 };
 
 }  // namespace uroce::daemon

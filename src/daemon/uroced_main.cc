@@ -84,7 +84,10 @@ class Server {
         } else if (fd == frames_.fd()) {
           frames_.on_readable();
         } else if (lingers_.owns(fd)) {
-          lingers_.on_readable(fd, now_ns());
+          lingers_.on_readable(fd, now_ns(), [this](uint32_t qpn) {
+            auto r = registry_.resolve_qpn(qpn);
+            return r.is_ok() ? r.value().pid : 0;
+          });
         } else {
           handle_client(fd, evs[i].events);
         }

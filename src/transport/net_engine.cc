@@ -20,6 +20,7 @@
 #include "common/clock.h"
 #include "common/fork_gate.h"
 #include "common/log.h"
+#include "transport/net_forward.h"
 #include "transport/ud_forward.h"
 
 namespace uroce::transport {
@@ -30,6 +31,8 @@ constexpr uint64_t kIdleWakeNs = 100'000'000;  // re-check deadlines at least th
 constexpr int kMaxEvents = 64;
 // A ready index with this bit names a QP's extra socket (EState::extras).
 constexpr int kExtraTag = 1 << 30;
+// The ready index of the process's inbox (net_forward.h).
+constexpr int kInboxTag = 1 << 29;
 constexpr int kMaxRoundsPerSocket = 8;  // batches per readable socket per round
 constexpr int kMaxTouched = 16;         // QPs a batch's ACKs are tracked for (more: all)
 // After a packet, the engine thread keeps reading for this long before it
@@ -86,6 +89,13 @@ struct EState {
     bool multicast;
   };
   std::vector<Extra> extras;
+  // Packets other processes of the host got for our QPs (net_forward.h);
+  // in epoll as kInboxTag. `inbox_used`: one has come, so more will (its
+  // flow's datagrams all go to that other process): poll_now reads it
+  // every time from then on.
+  std::unique_ptr<NetInbox> inbox;
+  bool inbox_used = false;
+  NetForwarder forwarder;     // to the inboxes of other processes
   unsigned direct_polls = 0;  // poll_now's direct reads (under run_mu)
   // Sockets (ready codes, as in round()) whose endpoints hold parked packets:
   // read again by every round even when not readable.
@@ -104,8 +114,12 @@ struct EState {
   std::atomic<int> n_active{0};
   std::once_flag settings_once;
   NetLinkSettings settings;
-  // Packets for QPs not in this process, by what became of them (UdForward).
+  // Packets for QPs not in this process, by what became of them: UD
+  // (UdForward), the others (NetForward); and packets from the inbox for no
+  // QP of this process (never passed on again).
   std::atomic<uint64_t> forwarded[5] = {};
+  std::atomic<uint64_t> passed[kNetForwardKinds] = {};
+  std::atomic<uint64_t> inbox_lost{0};
 };
 
 std::string expand_pid(std::string path) {
@@ -128,6 +142,11 @@ EState& es() {
                      c.slots.clear();
                      c.extras.clear();
                      c.parked.clear();
+                     // The parent's inbox (bound to its pid) is the parent's:
+                     // only this copy of its descriptor goes.
+                     c.inbox.reset();
+                     c.inbox_used = false;
+                     c.forwarder.reset();
                      c.by_qpn.clear();
                      // The parent's capture file is the parent's: its writer is
                      // left alone (not destroyed: it must not write or close
@@ -201,6 +220,14 @@ Status NetEngine::add(NetQp* q) {
     ev.data.u32 = UINT32_MAX;
     epoll_ctl(s.ep, EPOLL_CTL_ADD, s.wake, &ev);
     epoll_ctl(s.ep_timers, EPOLL_CTL_ADD, s.wake, &ev);
+    auto in = NetInbox::open();
+    if (in.is_ok()) {
+      s.inbox = std::move(in.value());
+      ev.data.u32 = uint32_t(kInboxTag);
+      epoll_ctl(s.ep, EPOLL_CTL_ADD, s.inbox->fd(), &ev);
+    } else {
+      UROCE_WARN("no inbox for packets other processes get for this one's QPs (%s)", strerror(in.err()));
+    }
     s.started = true;
     s.fork_gate.starting();
     std::thread([this] { loop(); }).detach();
@@ -241,11 +268,23 @@ void NetEngine::remove(NetQp* q) {
     const unsigned long long del = n(UdForward::kDelivered), drop = n(UdForward::kDropped),
                              qkey = n(UdForward::kBadQkey), none = n(UdForward::kNoSuchQp),
                              other = n(UdForward::kNotUd);
+    auto m = [&](NetForward f) {
+      return (unsigned long long)s.passed[size_t(f)].exchange(0, std::memory_order_relaxed);
+    };
+    const unsigned long long passed = m(NetForward::kPassed), full = m(NetForward::kFull),
+                             mine = m(NetForward::kThisProcess), nobody = m(NetForward::kNoSuchQp);
+    const unsigned long long lost = s.inbox_lost.exchange(0, std::memory_order_relaxed);
     if (del + drop + qkey + none + other)
       UROCE_INFO(
           "packets for QPs of other processes: %llu UD delivered, %llu dropped (%llu no receive or not "
           "receiving, %llu bad Q_Key), %llu for no QP of this host, %llu not UD",
           del, drop + qkey, drop, qkey, none, other);
+    if (passed + full + mine + nobody + lost)
+      UROCE_INFO(
+          "RC/UC packets for QPs of other processes: %llu passed on, %llu lost (inbox full); %llu for no QP "
+          "of this host, %llu for a QP of this process not on the network link; from other processes: %llu "
+          "for no QP of this one",
+          passed, full, nobody, mine, lost);
   }
 }
 
@@ -323,6 +362,7 @@ int NetEngine::round(const int* ready, int n, bool* drained, bool ack_per_batch)
     bool ack_per_batch;
     NetQp* owner = nullptr;  // the socket's QP: most packets are for it
     bool group = false;      // the socket is a multicast group's, of `owner`
+    bool inbox = false;      // the packets come from the inbox: never passed on again
     int nt = 0;
     bool overflow = false;
     NetQp* touched[kMaxTouched];  // [0, nt) only
@@ -338,9 +378,14 @@ int NetEngine::round(const int* ready, int n, bool* drained, bool ack_per_batch)
     } else if (!q || q->qpn() != p.bth.dest_qp) {
       auto it = c->s->by_qpn.find(p.bth.dest_qp);
       if (it == c->s->by_qpn.end()) {
-        // Not one of this process's: a UD datagram for another process's
-        // QP on this host (transport/ud_forward.h), or nobody's.
-        c->s->forwarded[size_t(forward_ud(p, from, to))].fetch_add(1, std::memory_order_relaxed);
+        // Not one of this process's: for another process's QP on this host
+        // (UD: transport/ud_forward.h; the others: net_forward.h), or nobody's.
+        if (c->inbox)
+          c->s->inbox_lost.fetch_add(1, std::memory_order_relaxed);
+        else if ((p.bth.opcode >> 5) == uint8_t(wire::Service::kUd))
+          c->s->forwarded[size_t(forward_ud(p, from, to))].fetch_add(1, std::memory_order_relaxed);
+        else
+          c->s->passed[size_t(c->s->forwarder.add(p, from, to))].fetch_add(1, std::memory_order_relaxed);
         return;
       }
       q = it->second;
@@ -351,6 +396,13 @@ int NetEngine::round(const int* ready, int n, bool* drained, bool ack_per_batch)
       c->touched[c->nt++] = q;
     else
       c->overflow = true;
+  };
+  // What was passed on to other processes leaves with the batch's ACKs.
+  auto pass_on = [&s] {
+    if (const uint64_t lost = s.forwarder.flush()) {
+      s.passed[size_t(NetForward::kPassed)].fetch_sub(lost, std::memory_order_relaxed);
+      s.passed[size_t(NetForward::kFull)].fetch_add(lost, std::memory_order_relaxed);
+    }
   };
   auto send_acks = [&] {
     if (b.overflow) {
@@ -367,6 +419,19 @@ int NetEngine::round(const int* ready, int n, bool* drained, bool ack_per_batch)
     NetQp* q = nullptr;
     link::UdpEndpoint* ep = nullptr;
     b.group = false;
+    b.inbox = false;
+    if (ready[i] == kInboxTag) {
+      if (!s.inbox) continue;
+      b.owner = nullptr;
+      b.inbox = true;
+      bool more = false;
+      const int k = s.inbox->poll(dispatch, link::UdpEndpoint::kBatch, &more);
+      if (k) s.inbox_used = true;
+      got += k;
+      if (ack_per_batch) send_acks();
+      if (more && drained) *drained = false;
+      continue;
+    }
     if (ready[i] >= 0 && (ready[i] & kExtraTag)) {
       const size_t x = size_t(ready[i] & ~kExtraTag);
       if (x < s.extras.size()) q = s.extras[x].q, ep = s.extras[x].ep, b.group = s.extras[x].multicast;
@@ -384,6 +449,7 @@ int NetEngine::round(const int* ready, int n, bool* drained, bool ack_per_batch)
       bool more = false;
       const int k = ep->poll(dispatch, link::UdpEndpoint::kBatch, &more);
       got += k;
+      pass_on();
       if (ack_per_batch) send_acks();
       // A single datagram read from a quiet socket: more may wait, but the
       // next round reads them (the one in hand goes to its QP first).
@@ -471,6 +537,13 @@ bool NetEngine::poll_now() {
         else
           skipped = true;
       }
+    // The inbox likewise, until packets come through it.
+    if (s.inbox && n < kMaxEvents) {
+      if (extras || s.inbox_used)
+        ready[n++] = kInboxTag;
+      else
+        skipped = true;
+    }
   }
   if (!direct) n = readable_slots(s, ready);
   n = with_parked(s, ready, n);
@@ -603,6 +676,7 @@ void NetEngine::loop() {
       int k = 0;
       for (size_t i = 0; i < s.slots.size() && k < kMaxEvents; ++i)
         if (s.slots[i]) all[k++] = int(i);
+      if (s.inbox_used && k < kMaxEvents) all[k++] = kInboxTag;
       if (round(all, k) > 0) last = fast_now_ns();
     }
   }

@@ -126,6 +126,7 @@ class NetQp::Env final : public ResponderEnv, public RequesterEnv {
         c.wc_flags |= wc_flags::kWithInv;
       }
       if (info.with_grh) c.wc_flags |= wc_flags::kGrh;
+      c.sl = info.sl;
     }
     push_cqe(x, c, info.solicited || st != WcStatus::kSuccess);
   }

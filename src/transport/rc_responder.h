@@ -34,6 +34,7 @@ struct RecvInfo {
   bool solicited = false;  // the last packet's SE bit (IBA 9.2.2)
   uint32_t src_qp = 0;     // UD: the sender's QP (DETH)
   bool with_grh = false;   // UD: the buffer starts with the 40-byte GRH
+  uint8_t sl = 0;          // UD: wire::grh_packet_type of that GRH
 };
 
 enum class Access {

@@ -204,7 +204,10 @@ Resp respond_send(const PeerQp& t, const iovec* src, size_t nsrc, uint64_t len, 
     c.imm = m.imm;
     c.wc_flags |= wc_flags::kWithImm;
   }
-  if (m.with_grh) c.wc_flags |= wc_flags::kGrh;
+  if (m.with_grh) {
+    c.wc_flags |= wc_flags::kGrh;
+    c.sl = wire::grh_packet_type(m.grh);
+  }
   if (all_here) {
     link::copy_local(here, used, srcv, ns);
     push_cqe(x, c, m.solicited);

@@ -35,6 +35,7 @@ void UdResponder::on_request(const Packet& p, const uint8_t grh[kGrhBytes]) {
   ri.imm = p.imm;
   ri.src_qp = p.src_qp;
   ri.with_grh = true;
+  ri.sl = grh_packet_type(grh);
   ri.solicited = p.bth.solicited;
   ++stats_.delivered;
   env_->complete_recv(r, WcStatus::kSuccess, kGrhBytes + len, ri);

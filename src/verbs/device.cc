@@ -70,8 +70,8 @@ int load_devices() {
     d->dev.node_type = IBV_NODE_CA;
     d->dev.transport_type = IBV_TRANSPORT_IB;
     snprintf(d->dev.name, sizeof(d->dev.name), "%s", d->info.name);
-    snprintf(d->dev.dev_name, sizeof(d->dev.dev_name), "uverbs%u", i);
-    snprintf(d->dev.dev_path, sizeof(d->dev.dev_path), "/sys/class/infiniband_verbs/uverbs%u", i);
+    core::verbs_dev_name(i, d->dev.dev_name, sizeof(d->dev.dev_name));
+    snprintf(d->dev.dev_path, sizeof(d->dev.dev_path), "/sys/class/infiniband_verbs/%s", d->dev.dev_name);
     snprintf(d->dev.ibdev_path, sizeof(d->dev.ibdev_path), "/sys/class/infiniband/%s", d->info.name);
     t.devs.push_back(d);
   }

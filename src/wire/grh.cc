@@ -23,4 +23,10 @@ void grh_ipv6(uint8_t traffic_class, uint32_t flow_label, uint16_t payload_len, 
   build_ipv6_udp(f, payload_len - kUdpHeaderBytes, nullptr, grh, udp);
 }
 
+uint8_t grh_packet_type(const uint8_t grh[kGrhBytes]) {
+  constexpr uint8_t kUdp = 0x8, kIpv6 = 0x1, kIpv4 = 0x2;
+  // An IPv6 header starts with version 6; over IPv4 the first 20 bytes are zero.
+  return kUdp | ((grh[0] >> 4) == 6 ? kIpv6 : kIpv4);
+}
+
 }  // namespace uroce::wire

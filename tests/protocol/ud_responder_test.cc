@@ -63,11 +63,23 @@ TEST(UdResponder, DeliversBehindTheGrhAndDropsWhatItMust) {
   EXPECT_TRUE(env.done[0].info.with_grh && env.done[0].info.has_imm);
   EXPECT_EQ(env.done[0].info.src_qp, 0x1234u);
   EXPECT_EQ(env.done[0].info.imm, htonl(7));
+  // Expect: wc.sl is mlx5's packet type, RoCE v2 over IPv4 (UCX finds the
+  // destination GID in the GRH by it).
+  EXPECT_EQ(env.done[0].info.sl, 0xA);
 
   env.posted.emplace_back(kGrhBytes + 2);  // room for 2 payload bytes only
   ud.on_request(p, grh);
   EXPECT_EQ(env.done.back().st, core::WcStatus::kLocLenErr);
   EXPECT_EQ(env.errors, 1);
+
+  // Over IPv6 the GRH is the IPv6 header: packet type RoCE v2 over IPv6.
+  uint8_t sgid[16] = {0xfd, 0x77}, dgid[16] = {0xfd, 0x77};
+  dgid[15] = 2;
+  grh_ipv6(0, 0, uint16_t(kUdpHeaderBytes + 100), 64, sgid, dgid, grh);
+  env.posted.emplace_back(100);
+  ud.on_request(p, grh);
+  EXPECT_EQ(env.done.back().st, core::WcStatus::kSuccess);
+  EXPECT_EQ(env.done.back().info.sl, 0x9);
 
   Packet rc = p;
   rc.bth.opcode = opcode(Service::kRc, kSendOnly);

@@ -355,7 +355,8 @@ ibv_qp* create_qp(ibv_pd* pd, ibv_qp_type type, ibv_cq* scq, ibv_cq* rcq, ibv_sr
   return ibv_create_qp(pd, &a);
 }
 
-bool connect_qp(ibv_qp* qp, ibv_qp_type type, const WireInfo& peer, uint32_t qkey, std::string* err) {
+bool connect_qp(ibv_qp* qp, ibv_qp_type type, const WireInfo& peer, uint32_t qkey, std::string* err,
+                uint32_t flow_label) {
   ibv_qp_attr a;
   memset(&a, 0, sizeof(a));
   a.qp_state = IBV_QPS_INIT;
@@ -384,6 +385,7 @@ bool connect_qp(ibv_qp* qp, ibv_qp_type type, const WireInfo& peer, uint32_t qke
     memcpy(a.ah_attr.grh.dgid.raw, peer.gid, 16);
     a.ah_attr.grh.sgid_index = gid_index();
     a.ah_attr.grh.hop_limit = 64;
+    a.ah_attr.grh.flow_label = flow_label;
     a.ah_attr.port_num = 1;
     mask |= IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
     if (type == IBV_QPT_RC) {
@@ -527,7 +529,7 @@ WireInfo LocalEnd::info() const {
 bool LocalEnd::connect(const WireInfo& peer, std::string* err) {
   peer_qpn = peer.qpn;
   peer_qkey = peer.qkey;
-  if (!connect_qp(qp.get(), cfg.type, peer, cfg.qkey, err)) return false;
+  if (!connect_qp(qp.get(), cfg.type, peer, cfg.qkey, err, cfg.flow_label)) return false;
   if (cfg.type == IBV_QPT_UD) {
     ah.reset(create_ah(dev.pd.get(), peer.gid));
     if (!ah) {

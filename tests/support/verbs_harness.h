@@ -207,8 +207,10 @@ struct QpCaps {
 /// ibv_create_qp with `caps`; recv side on `srq` if given.
 ibv_qp* create_qp(ibv_pd* pd, ibv_qp_type type, ibv_cq* scq, ibv_cq* rcq, ibv_srq* srq, const QpCaps& caps);
 /// RESET -> INIT -> RTR -> RTS. RC/UC use `peer` (qpn, gid) as the path with
-/// is_global=1 and sgid_index gid_index(); UD ignores `peer` and uses `qkey`.
-bool connect_qp(ibv_qp* qp, ibv_qp_type type, const WireInfo& peer, uint32_t qkey, std::string* err);
+/// is_global=1, sgid_index gid_index() and `flow_label`; UD ignores `peer`
+/// and uses `qkey`.
+bool connect_qp(ibv_qp* qp, ibv_qp_type type, const WireInfo& peer, uint32_t qkey, std::string* err,
+                uint32_t flow_label = 0);
 /// Address handle to `gid` through GID gid_index().
 ibv_ah* create_ah(ibv_pd* pd, const uint8_t gid[16]);
 
@@ -232,6 +234,7 @@ struct EndConfig {
   uint32_t qkey = kQkey;
   uint32_t bg_seed = 1;       // the whole buffer starts as this pattern
   bool recv_channel = false;  // give the receive CQ a completion channel
+  uint32_t flow_label = 0;    // RC/UC: the path's GRH flow label
 };
 struct LocalEnd {
   EndConfig cfg;

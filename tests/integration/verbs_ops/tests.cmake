@@ -13,7 +13,7 @@ if(NOT TARGET uroce_verbs_harness)
 endif()
 
 foreach(t harness rc_ops stopped_target uc_ud srq comp_channel post_send_ex atomic_stress shared_pages
-          xrc_open_qp sqd mcast)
+          xrc_open_qp sqd mcast shared_flow)
   uroce_gtest(verbs_ops_${t}_test LABEL integration TIMEOUT 60 VERBS
               SOURCES ${CMAKE_CURRENT_LIST_DIR}/${t}_test.cc)
   target_link_libraries(verbs_ops_${t}_test PRIVATE uroce_verbs_harness)
@@ -34,7 +34,7 @@ uroce_gtest_variant(verbs_ops_comp_channel_test fence LABEL integration ENV UROC
 # cannot answer packets; only the intra-host link reaches its memory). The UD
 # tests' two processes both listen on 127.0.0.1:4791; Linux gives each
 # datagram to one of them, which delivers the other's (transport/ud_forward.h).
-foreach(t rc_ops srq comp_channel post_send_ex atomic_stress sqd uc_ud mcast xrc_open_qp)
+foreach(t rc_ops srq comp_channel post_send_ex atomic_stress sqd uc_ud mcast xrc_open_qp shared_flow)
   uroce_gtest_variant(verbs_ops_${t}_test udp LABEL integration ENV UROCE_LINK=udp)
 endforeach()
 

@@ -199,6 +199,9 @@ TEST_F(UdTest, SendAndSendWithImmCarryTheGrh) {
       EXPECT_TRUE(wc.wc_flags & IBV_WC_GRH) << wc_str(wc);
       EXPECT_EQ(wc.src_qp, local_.qp->qp_num) << wc_str(wc);
       EXPECT_EQ(wc.qp_num, agent_->info().qpn) << wc_str(wc);
+      // The packet type, as mlx5 reports it in sl on RoCE: v2 (bit 3) over
+      // IPv4 (2) or IPv6 (1). UCX reads it to find the GID in the GRH.
+      EXPECT_EQ(wc.sl, gid_index() == 2 ? 0x9 : 0xA) << wc_str(wc);
       EXPECT_EQ(bool(wc.wc_flags & IBV_WC_WITH_IMM), imm) << wc_str(wc);
       if (imm) {
         EXPECT_EQ(ntohl(wc.imm_data), seed);

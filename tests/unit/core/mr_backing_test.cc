@@ -9,12 +9,37 @@
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <cstdarg>
 #include <cstring>
 #include <fstream>
 #include <string>
+
+namespace {
+/// While set, mremap behaves as UCX's memory hooks make it behave in every
+/// process that loads UCX (ucm_override_mremap takes four arguments): the
+/// fifth, MREMAP_FIXED's new address, is not passed on and the kernel gets
+/// whatever else was at hand, here this decoy.
+std::atomic<void*> g_mremap_decoy{nullptr};
+}  // namespace
+
+/// The test program's own mremap, found before glibc's by every caller in
+/// the process (as a hook that patches it would be).
+extern "C" void* mremap(void* old_address, size_t old_size, size_t new_size, int flags, ...) noexcept {
+  void* new_address = nullptr;
+  if (flags & MREMAP_FIXED) {
+    va_list ap;
+    va_start(ap, flags);
+    new_address = va_arg(ap, void*);
+    va_end(ap);
+    if (void* decoy = g_mremap_decoy.load()) new_address = decoy;
+  }
+  return reinterpret_cast<void*>(syscall(SYS_mremap, old_address, old_size, new_size, flags, new_address));
+}
 
 namespace uroce::core {
 namespace {
@@ -181,6 +206,38 @@ TEST(MrBacking, AForkChildGetsItsOwnCopy) {
   EXPECT_EQ(shared_bytes(b.addr(), b.addr(b.len), s.ino), b.len);
   mr_share_release(s);
   for (int fd : {to_child[0], to_child[1], to_parent[0], to_parent[1]}) close(fd);
+}
+
+// A process whose mremap drops MREMAP_FIXED's address (UCX's hooks) still
+// gets the region's own pages shared: before, the memfd landed on the decoy
+// address, the program kept private pages, and a peer's RDMA WRITE went to
+// memory the program never saw (UCX's active messages arrived as zeros).
+TEST(MrBacking, SharingDoesNotGoThroughAHookedMremap) {
+  AnonBuf b(4);
+  ASSERT_TRUE(b.p);
+  void* decoy = mmap(nullptr, b.len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  ASSERT_NE(decoy, MAP_FAILED);
+  g_mremap_decoy = decoy;
+  MrShare s = mr_share_acquire(b.addr(), b.len);
+  g_mremap_decoy = nullptr;
+  ASSERT_GE(s.fd, 0);
+  // Expect: the program's pages are the memfd, and a peer's store is seen.
+  EXPECT_EQ(shared_bytes(b.addr(), b.addr(b.len), s.ino), b.len);
+  EXPECT_TRUE(b.intact());
+  uint8_t* peer = map_backing(s, b.len);
+  ASSERT_TRUE(peer);
+  peer[kPage + 1] = 0x77;
+  EXPECT_EQ(b.p[kPage + 1], 0x77);
+  munmap(peer, b.len);
+  // Making them private again does not go through it either.
+  g_mremap_decoy = decoy;
+  mr_share_release(s);
+  g_mremap_decoy = nullptr;
+  EXPECT_EQ(shared_bytes(b.addr(), b.addr(b.len), s.ino), 0u);
+  EXPECT_EQ(b.p[kPage + 1], 0x77);
+  EXPECT_TRUE(b.intact(0, kPage + 1));
+  EXPECT_TRUE(b.intact(kPage + 2));
+  munmap(decoy, b.len);
 }
 
 }  // namespace
