@@ -71,7 +71,7 @@ struct LingerTest : ::testing::Test {
     EXPECT_TRUE(peer_tx->send(p, UdpAddr{addr(1), kRoceV2Port}));
     pollfd pf{rx_fd, POLLIN, 0};
     EXPECT_EQ(::poll(&pf, 1, 2000), 1);
-    lingers.on_readable(rx_fd, 0);
+    lingers.on_readable(rx_fd, 0, [](uint32_t) { return int32_t(0); });
     std::vector<Packet> got;
     for (int i = 0; i < 20; ++i) {  // whatever comes within 200 ms
       pollfd q{peer_rx->fd(), POLLIN, 0};
