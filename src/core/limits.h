@@ -35,7 +35,9 @@ struct DeviceLimits {
   uint32_t num_comp_vectors;
   uint64_t page_size_cap;
   uint32_t hca_core_clock_khz;  // completion timestamps are in ns
-  uint32_t vendor_id;           // 0: perftest and UCX take generic paths
+  /// 0xFFFFFF, as Soft-RoCE (rxe) reports: no IEEE OUI, so perftest, UCX and
+  /// pyverbs take their generic paths; 0 is refused by rdma-core's test suite.
+  uint32_t vendor_id;
   uint32_t vendor_part_id;
   uint32_t hw_ver;
 };
@@ -67,7 +69,7 @@ inline constexpr DeviceLimits kLimits = {
     .num_comp_vectors = 1,
     .page_size_cap = 0xfffff000,
     .hca_core_clock_khz = 1000000,
-    .vendor_id = 0,
+    .vendor_id = 0xffffff,
     .vendor_part_id = 0,
     .hw_ver = 0,
 };

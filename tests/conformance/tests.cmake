@@ -1,0 +1,13 @@
+# conformance: what rdma-core's own test suite (pyverbs, Debian's
+# python3-pyverbs) checks.
+#  - conformance_verbs_test: the suite's cases that failed on uroce, and the
+#    features added for it, as GoogleTests in C (each fails on the code before
+#    its fix), on uroce_lo in one process (tests/fault/errors' harness);
+set(UROCE_CONFORMANCE_DIR ${CMAKE_CURRENT_LIST_DIR})
+
+uroce_gtest(conformance_verbs_test LABEL conformance TIMEOUT 60 VERBS SOURCES
+  ${PROJECT_SOURCE_DIR}/tests/fault/errors/fault_harness.cc
+  ${UROCE_CONFORMANCE_DIR}/device_test.cc)
+target_compile_definitions(conformance_verbs_test PRIVATE
+  UROCE_FAULT_PEER_PATH="$<TARGET_FILE:fault_errors_peer>")
+add_dependencies(conformance_verbs_test fault_errors_peer)
