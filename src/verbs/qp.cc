@@ -355,7 +355,9 @@ int op_post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
 
 UROCE_EXPORT ibv_ah* ibv_create_ah(ibv_pd* pd, ibv_ah_attr* attr) {
   UContext* c = uctx(pd->context);
-  if (attr->port_num != 1 || (attr->is_global && attr->grh.sgid_index >= c->udev->info.num_gids)) {
+  // Every port is RoCE, whose packets route by the GRH (IBA A17.4.5.1): an
+  // AH without one is EINVAL, as the kernel answers for rxe and mlx5.
+  if (attr->port_num != 1 || !attr->is_global || attr->grh.sgid_index >= c->udev->info.num_gids) {
     errno = EINVAL;
     return nullptr;
   }
