@@ -26,6 +26,15 @@ void host_fallback_to_fences() {
   g_cq_self_fence.store(true);
 }
 
+/// The size a CQ reports for a request of `cqe` (ibv_cq.cqe): the next power
+/// of two minus one, as mlx5 and rxe round. The ring itself may be larger (64
+/// slots at least): programs take cq->cqe as what they may fill, not the ring.
+uint32_t reported_size(uint32_t cqe) {
+  uint32_t n = 1;
+  while (n < cqe + 1) n <<= 1;
+  return n - 1;
+}
+
 }  // namespace
 
 void cq_barrier_setup(HostShm* host) {
@@ -70,7 +79,7 @@ Result<std::unique_ptr<Cq>> Cq::create(Context* ctx, uint32_t cqe, uint32_t chan
   r->slots_off = cq->off_ + sizeof(CqRing);
   r->want_ts = timestamps;
   cq->ring_ = r;
-  cq->reported_cqe_ = cap - 1;
+  cq->reported_cqe_ = reported_size(cqe);
   return cq;
 }
 
@@ -92,7 +101,7 @@ Status Cq::resize(uint32_t cqe) {
   std::lock_guard<SpinLock> g(mu_);
   if (cqe < cq_depth(ring_)) return Status(EINVAL);  // would drop completions
   if (cqe + 1 <= ring_->capacity) {
-    reported_cqe_ = ring_->capacity - 1;
+    reported_cqe_ = reported_size(cqe);
     return Status::ok();
   }
   uint32_t cap = ring_->capacity;
@@ -108,7 +117,7 @@ Status Cq::resize(uint32_t cqe) {
   if (old_off != off_ + sizeof(CqRing) && clean) ctx_->seg().free(old_off, old_bytes);
   extra_.push_back({off.value(), bytes});
   std::erase_if(extra_, [&](const auto& e) { return e.first == old_off && clean; });
-  reported_cqe_ = cap - 1;
+  reported_cqe_ = reported_size(cqe);
   return Status::ok();
 }
 
