@@ -121,6 +121,11 @@ Status Cq::resize(uint32_t cqe) {
   return Status::ok();
 }
 
+void Cq::purge_qp(uint32_t qpn) {
+  std::lock_guard<SpinLock> g(mu_);
+  cq_purge(ctx_->seg().base(), ring_, [qpn](const Cqe& c) { return c.qp_num == qpn; });
+}
+
 void cq_notify(const CqRing* r) {
   if (!r->channel_id) return;
   NotifyMsg m{kNotifyCq, 0, r->user_handle};
