@@ -179,7 +179,9 @@ UROCE_EXPORT ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* attr) {
 }
 
 ibv_qp* op_create_qp_ex(ibv_context* ctx, ibv_qp_init_attr_ex* attr) {
-  constexpr uint32_t kKnown = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_XRCD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+  // CREATE_FLAGS is understood: no flag is supported (below), but an empty set is no request.
+  constexpr uint32_t kKnown = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_XRCD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS |
+                              IBV_QP_INIT_ATTR_CREATE_FLAGS;
   if (attr->comp_mask & ~kKnown) {
     errno = EOPNOTSUPP;
     return nullptr;
@@ -192,7 +194,7 @@ ibv_qp* op_create_qp_ex(ibv_context* ctx, ibv_qp_init_attr_ex* attr) {
     errno = EOPNOTSUPP;
     return nullptr;
   }
-  if (attr->create_flags) {
+  if ((attr->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && attr->create_flags) {
     errno = EOPNOTSUPP;
     return nullptr;
   }
