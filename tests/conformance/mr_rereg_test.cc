@@ -96,6 +96,42 @@ TEST_F(MrRereg, ChangeTranslationLeavesOldReceivesOutside) {
   free(fresh);
 }
 
+// pyverbs polls one CQ per side for both queues and stops at the first bad
+// completion: the failed SEND's REM_OP_ERR must come before the flush of the
+// receive the same QP had posted (over UDP the flush came first).
+TEST_F(MrRereg, SharedCqShowsTheErrorBeforeTheFlushes) {
+  ibv_cq* cq = ibv_create_cq(ctx_, 16, nullptr, nullptr, 0);
+  ASSERT_NE(cq, nullptr);
+  ibv_qp_init_attr ia{};
+  ia.send_cq = cq;
+  ia.recv_cq = cq;
+  ia.qp_type = IBV_QPT_RC;
+  ia.cap.max_send_wr = ia.cap.max_recv_wr = 4;
+  ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+  ibv_qp* a = ibv_create_qp(p_.a.pd, &ia);
+  ASSERT_NE(a, nullptr);
+  ASSERT_EQ(connect_rc(a, p_.b.qp->qp_num, gid_, RcParams{}), 0);
+  ASSERT_EQ(to_state(p_.b.qp, IBV_QPS_RESET), 0);
+  ASSERT_EQ(connect_rc(p_.b.qp, a->qp_num, gid_, RcParams{}), 0);
+  ibv_pd* other = ibv_alloc_pd(ctx_);
+  ASSERT_NE(other, nullptr);
+  ASSERT_EQ(ibv_rereg_mr(p_.b.mr, IBV_REREG_MR_CHANGE_PD, other, nullptr, 0, 0), 0);
+  ibv_sge br = p_.b.sge(0, kMsg), ar = p_.a.sge(kMsg, kMsg), as = p_.a.sge(0, kMsg);
+  ASSERT_EQ(post_recv(p_.b.qp, 1, &br, 1), 0);
+  ASSERT_EQ(post_recv(a, 2, &ar, 1), 0);
+  ASSERT_EQ(post_send(a, 3, IBV_WR_SEND, &as, 1), 0);
+  std::vector<ibv_wc> wcs = poll_n(cq, 2);
+  ASSERT_EQ(wcs.size(), 2u);
+  EXPECT_EQ(wcs[0].wr_id, 3u);
+  EXPECT_EQ(wcs[0].status, IBV_WC_REM_OP_ERR) << ibv_wc_status_str(wcs[0].status);
+  EXPECT_EQ(wcs[1].wr_id, 2u);
+  EXPECT_EQ(wcs[1].status, IBV_WC_WR_FLUSH_ERR) << ibv_wc_status_str(wcs[1].status);
+  EXPECT_EQ(ibv_destroy_qp(a), 0);
+  EXPECT_EQ(ibv_destroy_cq(cq), 0);
+  ASSERT_EQ(ibv_rereg_mr(p_.b.mr, IBV_REREG_MR_CHANGE_PD, p_.b.pd, nullptr, 0, 0), 0);
+  EXPECT_EQ(ibv_dealloc_pd(other), 0);
+}
+
 // The rule underneath: RESET removes exactly the QP's own queued completions
 // from a CQ it shares, and leaves the others, in order.
 TEST_F(MrRereg, ResetTakesOnlyItsOwnCompletionsFromASharedCq) {

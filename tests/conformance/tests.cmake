@@ -15,3 +15,7 @@ uroce_gtest(conformance_verbs_test LABEL conformance TIMEOUT 60 VERBS SOURCES
 target_compile_definitions(conformance_verbs_test PRIVATE
   UROCE_FAULT_PEER_PATH="$<TARGET_FILE:fault_errors_peer>")
 add_dependencies(conformance_verbs_test fault_errors_peer)
+
+# The same over the network link (UROCE_LINK=udp: RoCE v2 over UDP on
+# 127.0.0.1 between the QPs of the one process).
+uroce_gtest_variant(conformance_verbs_test udp LABEL conformance ENV UROCE_LINK=udp)
