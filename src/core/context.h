@@ -11,6 +11,7 @@
 #include "common/status.h"
 #include "core/control_client.h"
 #include "core/device_info.h"
+#include "core/limits.h"
 #include "core/segment.h"
 #include "core/shm_layout.h"
 
@@ -39,6 +40,8 @@ class Context {
   void set_fatal() { fatal_.store(true); }
 
   uint32_t alloc_pd_id() { return next_pd_id_.fetch_add(1); }
+  /// Bytes of device memory this context may still allocate (core/device_memory.h).
+  std::atomic<uint64_t>* dm_budget() { return &dm_left_; }
 
   /// Registers [vaddr, vaddr+len) addressed as iova; returns the key (lkey == rkey).
   Result<uint32_t> reg_mr(uint32_t pd_id, uint64_t vaddr, uint64_t len, uint64_t iova, uint32_t access);
@@ -64,6 +67,7 @@ class Context {
   std::atomic<bool> fatal_{false};
   bool lock_held_ = false;
   std::atomic<uint32_t> next_pd_id_{1};
+  std::atomic<uint64_t> dm_left_{kLimits.max_dm_size};
   std::mutex mr_mu_;
   std::vector<uint32_t> free_slots_;
   uint32_t next_slot_ = 1;

@@ -77,9 +77,9 @@ void init_context_ops(UContext* uc) {
   v.attach_counters_point_flow = fail_int<ibv_counters*, ibv_counter_attach_attr*, ibv_flow*>;
   v.create_counters = fail_ptr<ibv_counters*, ibv_context*, ibv_counters_init_attr*>;
   v.destroy_counters = fail_int<ibv_counters*>;
-  v.reg_dm_mr = fail_ptr<ibv_mr*, ibv_pd*, ibv_dm*, uint64_t, size_t, unsigned int>;
-  v.alloc_dm = fail_ptr<ibv_dm*, ibv_context*, ibv_alloc_dm_attr*>;
-  v.free_dm = fail_int<ibv_dm*>;
+  v.reg_dm_mr = op_reg_dm_mr;
+  v.alloc_dm = op_alloc_dm;
+  v.free_dm = op_free_dm;
   v.modify_flow_action_esp = fail_int<ibv_flow_action*, ibv_flow_action_esp_attr*>;
   v.destroy_flow_action = fail_int<ibv_flow_action*>;
   v.create_flow_action_esp = fail_ptr<ibv_flow_action*, ibv_context*, ibv_flow_action_esp_attr*>;

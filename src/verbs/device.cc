@@ -265,7 +265,7 @@ int op_query_device_ex(ibv_context* ctx, const ibv_query_device_ex_input* in, ib
   ex.completion_timestamp_mask = ~uint64_t(0);
   ex.hca_core_clock = kLimits.hca_core_clock_khz;
   ex.device_cap_flags_ex = ex.orig_attr.device_cap_flags;
-  ex.max_dm_size = 0;
+  ex.max_dm_size = kLimits.max_dm_size;
   ex.odp_caps.general_caps = 0;
   ex.phys_port_cnt_ex = 1;
   memcpy(attr, &ex, std::min(attr_len, sizeof(ex)));

@@ -13,6 +13,7 @@
 #include "core/context.h"
 #include "core/cq.h"
 #include "core/device_info.h"
+#include "core/device_memory.h"
 #include "core/qp.h"
 #include "core/srq.h"
 #include "core/types.h"
@@ -41,9 +42,16 @@ struct UPd {
   std::atomic<int> refs{0};  // MRs, QPs, SRQs, AHs (dealloc -> EBUSY)
 };
 
+struct UDm {
+  ibv_dm dm;
+  std::unique_ptr<core::DeviceMemory> core;
+};
+inline UDm* udm(ibv_dm* d) { return reinterpret_cast<UDm*>(d); }
+
 struct UMr {
   ibv_mr mr;
   UPd* upd;
+  UDm* dm = nullptr;  // ibv_reg_dm_mr: the device memory it maps
 };
 
 struct UChannel {
@@ -143,5 +151,10 @@ ibv_srq* op_create_srq_ex(ibv_context* ctx, ibv_srq_init_attr_ex* attr);
 int op_get_srq_num(ibv_srq* srq, uint32_t* srq_num);
 ibv_xrcd* op_open_xrcd(ibv_context* ctx, ibv_xrcd_init_attr* attr);
 int op_close_xrcd(ibv_xrcd* xrcd);
+ibv_dm* op_alloc_dm(ibv_context* ctx, ibv_alloc_dm_attr* attr);
+int op_free_dm(ibv_dm* dm);
+ibv_mr* op_reg_dm_mr(ibv_pd* pd, ibv_dm* dm, uint64_t dm_offset, size_t length, unsigned int access);
+/// Registers [addr, addr+length) addressed from `iova` (pd_mr.cc); errno on failure.
+ibv_mr* reg_mr_common(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned int access);
 
 }  // namespace uroce::verbs

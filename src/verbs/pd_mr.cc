@@ -55,7 +55,10 @@ UROCE_EXPORT ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t length, uin
     return nullptr;
   }
   // Optional-range bits (relaxed ordering, ...) are hints: dropped silently.
-  access &= ~uint32_t(IBV_ACCESS_OPTIONAL_RANGE);
+  return reg_mr_common(pd, addr, length, iova, access & ~uint32_t(IBV_ACCESS_OPTIONAL_RANGE));
+}
+
+ibv_mr* reg_mr_common(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned int access) {
   UPd* p = upd(pd);
   UContext* c = uctx(pd->context);
   // Zero-based MRs address the region from 0.
@@ -92,6 +95,7 @@ UROCE_EXPORT int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, siz
     return IBV_REREG_MR_ERR_INPUT;
   if (!flags) return IBV_REREG_MR_ERR_INPUT;
   UMr* m = umr(mr);
+  if (m->dm) return IBV_REREG_MR_ERR_INPUT;  // a device-memory MR stays as registered (as the kernel)
   UPd* np = (flags & IBV_REREG_MR_CHANGE_PD) ? upd(pd) : m->upd;
   if (!np) return IBV_REREG_MR_ERR_INPUT;
   void* naddr = (flags & IBV_REREG_MR_CHANGE_TRANSLATION) ? addr : mr->addr;
@@ -120,6 +124,7 @@ UROCE_EXPORT int ibv_dereg_mr(ibv_mr* mr) {
   UMr* m = umr(mr);
   uctx(mr->context)->core->dereg_mr(mr->lkey);
   m->upd->refs--;
+  if (m->dm) m->dm->core->refs--;
   delete m;
   return 0;
 }

@@ -5,8 +5,7 @@
 //
 // Rules: ibv_alloc_mw(3), ibv_open_xrcd(3), ibv_create_flow(3) ("returns a
 // pointer to the flow, or NULL if the request fails. In case of an error,
-// errno is updated"), ibv_alloc_dm(3) ("returns ... NULL if the request
-// fails"); STYLE.md "every op slot has a default that fails cleanly"
+// errno is updated"); STYLE.md "every op slot has a default that fails cleanly"
 // (rdma-core's dummy ops answer EOPNOTSUPP).
 
 #include <cerrno>
@@ -73,12 +72,6 @@ TEST_F(Unsupported, CreateFlow) {
   f.eth.size = sizeof(f.eth);
   memset(f.eth.mask.dst_mac, 0xff, 6);
   EXPECT_FAILS_CLEANLY(ibv_create_flow(e_.qp, &f.attr));
-}
-
-TEST_F(Unsupported, AllocDm) {
-  ibv_alloc_dm_attr da{};
-  da.length = 4096;
-  EXPECT_FAILS_CLEANLY(ibv_alloc_dm(ctx_, &da));
 }
 
 TEST_F(Unsupported, OtherExtensionVerbs) {
