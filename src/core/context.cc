@@ -1,5 +1,6 @@
 #include "core/context.h"
 
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
@@ -59,10 +60,13 @@ Context::~Context() {
 }
 
 /// Regions peers write into or read from get shared pages (core/mr_backing.h).
+/// On-demand regions never do: every access goes through the process's
+/// mapping as it is then (process_vm_* or the owner's own copy), which is
+/// what ODP promises (pages faulted in on use, new mappings followed).
 void Context::share_pages(MrView* v) {
   constexpr uint32_t kPeerVisible =
       access::kLocalWrite | access::kRemoteWrite | access::kRemoteRead | access::kRemoteAtomic;
-  if (!(v->access & kPeerVisible)) return;
+  if (!(v->access & kPeerVisible) || (v->access & access::kOnDemand)) return;
   MrShare s = mr_share_acquire(v->vaddr, v->length);
   v->share_fd = s.fd;
   v->share_ino = s.ino;
@@ -103,6 +107,26 @@ Status Context::rereg_mr(uint32_t key, uint32_t pd_id, uint64_t vaddr, uint64_t 
   share_pages(&v);  // before the release below: the same pages keep their backing
   mr_write(&seg_->mr_table()[key_slot(key)], v);
   mr_share_release(MrShare{old.share_fd, old.share_ino, old.share_start});
+  return Status::ok();
+}
+
+Status Context::prefetch_mr(uint32_t pd_id, uint32_t key, uint64_t addr, uint64_t len, bool write,
+                            bool populate) {
+  MrView v;
+  if (!lookup_mr(key, &v) || !mr_contains(v, addr, len)) return Status(EFAULT);
+  if (v.pd_id != pd_id) return Status(EPERM);
+  if (!(v.access & access::kOnDemand)) return Status(EINVAL);
+  if (write && !(v.access & access::kLocalWrite)) return Status(EPERM);
+  if (!populate || len == 0) return Status::ok();
+  const uint64_t page = uint64_t(sysconf(_SC_PAGESIZE));
+  const uint64_t va = v.vaddr + (addr - v.iova);
+  const uint64_t start = va & ~(page - 1), end = (va + len + page - 1) & ~(page - 1);
+  if (madvise(reinterpret_cast<void*>(start), end - start,
+              write ? MADV_POPULATE_WRITE : MADV_POPULATE_READ) != 0) {
+    // ENOMEM: not mapped; EFAULT: not accessible so. EINVAL: a kernel
+    // before 5.14 without the advice: prefetching is best effort.
+    if (errno == ENOMEM || errno == EFAULT) return Status(EFAULT);
+  }
   return Status::ok();
 }
 

@@ -48,6 +48,12 @@ class Context {
   /// Rewrites a registration in place (ibv_rereg_mr); the key stays.
   Status rereg_mr(uint32_t key, uint32_t pd_id, uint64_t vaddr, uint64_t len, uint64_t iova, uint32_t access);
   void dereg_mr(uint32_t key);
+  /// ibv_advise_mr for one SGE: [addr, addr+len) of on-demand region `key`
+  /// in `pd_id` gets its pages faulted in now (for writing if `write`), or
+  /// is only checked if `!populate` (PREFETCH_NO_FAULT). Errors as the man
+  /// page lists them: EFAULT (unknown key, outside the region, unmapped),
+  /// EPERM (another PD; write without local write), EINVAL (not on-demand).
+  Status prefetch_mr(uint32_t pd_id, uint32_t key, uint64_t addr, uint64_t len, bool write, bool populate);
   /// Looks up a local key for an access by this context's QP in `pd_id`.
   const MrEntry* mr_entry(uint32_t key) const { return &seg_->mr_table()[key_slot(key)]; }
   bool lookup_mr(uint32_t key, MrView* out) const {

@@ -71,7 +71,7 @@ void init_context_ops(UContext* uc) {
 
   verbs_context& v = uc->vctx;
   v.query_port = op_query_port;
-  v.advise_mr = fail_int<ibv_pd*, ibv_advise_mr_advice, uint32_t, ibv_sge*, uint32_t>;
+  v.advise_mr = op_advise_mr;
   v.alloc_null_mr = fail_ptr<ibv_mr*, ibv_pd*>;
   v.read_counters = fail_int<ibv_counters*, uint64_t*, uint32_t, uint32_t>;
   v.attach_counters_point_flow = fail_int<ibv_counters*, ibv_counter_attach_attr*, ibv_flow*>;

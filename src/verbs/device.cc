@@ -266,7 +266,17 @@ int op_query_device_ex(ibv_context* ctx, const ibv_query_device_ex_input* in, ib
   ex.hca_core_clock = kLimits.hca_core_clock_khz;
   ex.device_cap_flags_ex = ex.orig_attr.device_cap_flags;
   ex.max_dm_size = kLimits.max_dm_size;
-  ex.odp_caps.general_caps = 0;
+  // On-demand paging (core/context.cc share_pages): every transport, and
+  // implicit regions (the whole address space, local access).
+  constexpr uint32_t kOdpAll = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_WRITE |
+                               IBV_ODP_SUPPORT_READ | IBV_ODP_SUPPORT_ATOMIC | IBV_ODP_SUPPORT_SRQ_RECV;
+  ex.odp_caps.general_caps = IBV_ODP_SUPPORT | IBV_ODP_SUPPORT_IMPLICIT;
+  ex.odp_caps.per_transport_caps.rc_odp_caps = kOdpAll;
+  ex.odp_caps.per_transport_caps.uc_odp_caps =
+      IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_WRITE;
+  ex.odp_caps.per_transport_caps.ud_odp_caps =
+      IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_SRQ_RECV;
+  ex.xrc_odp_caps = kOdpAll;
   ex.phys_port_cnt_ex = 1;
   memcpy(attr, &ex, std::min(attr_len, sizeof(ex)));
   return 0;

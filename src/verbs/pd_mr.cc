@@ -23,7 +23,7 @@ int check_access(unsigned access) {
   if (access & ~kKnownAccess) return EINVAL;
   if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) && !(access & IBV_ACCESS_LOCAL_WRITE))
     return EINVAL;
-  if (access & (IBV_ACCESS_ON_DEMAND | IBV_ACCESS_MW_BIND)) return EOPNOTSUPP;
+  if (access & IBV_ACCESS_MW_BIND) return EOPNOTSUPP;
   return 0;
 }
 
@@ -49,6 +49,15 @@ UROCE_EXPORT ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t length, uin
   if (int e = check_access(access)) {
     errno = e;
     return nullptr;
+  }
+  if (!addr && length == SIZE_MAX && (access & IBV_ACCESS_ON_DEMAND)) {
+    // An implicit on-demand region: the whole address space, for this
+    // process's own work requests only (remote access is not offered).
+    if (access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC)) {
+      errno = EOPNOTSUPP;
+      return nullptr;
+    }
+    return reg_mr_common(pd, nullptr, SIZE_MAX, 0, access & ~uint32_t(IBV_ACCESS_OPTIONAL_RANGE));
   }
   if (length == 0 || length > core::kLimits.max_mr_size || (!addr && length)) {
     errno = EINVAL;
@@ -126,6 +135,27 @@ UROCE_EXPORT int ibv_dereg_mr(ibv_mr* mr) {
   m->upd->refs--;
   if (m->dm) m->dm->core->refs--;
   delete m;
+  return 0;
+}
+
+/// ibv_advise_mr (verbs_context op): prefetches ranges of on-demand regions,
+/// with the errors its man page lists.
+int op_advise_mr(ibv_pd* pd, ibv_advise_mr_advice advice, uint32_t flags, ibv_sge* sg_list,
+                 uint32_t num_sge) {
+  if (flags & ~uint32_t(IBV_ADVISE_MR_FLAG_FLUSH)) return EINVAL;
+  if (advice != IBV_ADVISE_MR_ADVICE_PREFETCH && advice != IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE &&
+      advice != IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT)
+    return EOPNOTSUPP;
+  if (!sg_list || num_sge == 0) return EINVAL;
+  // Done before returning, so IBV_ADVISE_MR_FLAG_FLUSH (wait) holds either way.
+  core::Context* c = uctx(pd->context)->core.get();
+  for (uint32_t i = 0; i < num_sge; ++i) {
+    const ibv_sge& s = sg_list[i];
+    Status st =
+        c->prefetch_mr(upd(pd)->id, s.lkey, s.addr, s.length, advice == IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE,
+                       advice != IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT);
+    if (!st.is_ok()) return st.err();
+  }
   return 0;
 }
 
