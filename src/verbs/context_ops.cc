@@ -84,9 +84,9 @@ void init_context_ops(UContext* uc) {
   v.destroy_flow_action = fail_int<ibv_flow_action*>;
   v.create_flow_action_esp = fail_ptr<ibv_flow_action*, ibv_context*, ibv_flow_action_esp_attr*>;
   v.modify_qp_rate_limit = fail_int<ibv_qp*, ibv_qp_rate_limit_attr*>;
-  v.alloc_parent_domain = fail_ptr<ibv_pd*, ibv_context*, ibv_parent_domain_init_attr*>;
-  v.dealloc_td = fail_int<ibv_td*>;
-  v.alloc_td = fail_ptr<ibv_td*, ibv_context*, ibv_td_init_attr*>;
+  v.alloc_parent_domain = op_alloc_parent_domain;
+  v.dealloc_td = op_dealloc_td;
+  v.alloc_td = op_alloc_td;
   v.modify_cq = fail_int<ibv_cq*, ibv_modify_cq_attr*>;
   v.post_srq_ops = fail_int<ibv_srq*, ibv_ops_wr*, ibv_ops_wr**>;
   v.destroy_rwq_ind_table = fail_int<ibv_rwq_ind_table*>;

@@ -36,10 +36,20 @@ struct UContext {
   std::unique_ptr<core::Context> core;
 };
 
+struct UTd {
+  ibv_td td;
+  std::atomic<int> refs{0};  // parent domains using it (dealloc -> EBUSY)
+};
+
+/// A protection domain, or a parent domain (ibv_alloc_parent_domain) that
+/// stands for the protection domain it extends: same id, so whatever is
+/// created through either shares one PD.
 struct UPd {
   ibv_pd pd;
   uint32_t id;
-  std::atomic<int> refs{0};  // MRs, QPs, SRQs, AHs (dealloc -> EBUSY)
+  std::atomic<int> refs{0};   // MRs, QPs, SRQs, AHs, parent domains (dealloc -> EBUSY)
+  UPd* protection = nullptr;  // parent domain: the PD it extends
+  UTd* td = nullptr;          // parent domain: its thread domain, if any
 };
 
 struct UDm {
@@ -151,6 +161,9 @@ ibv_srq* op_create_srq_ex(ibv_context* ctx, ibv_srq_init_attr_ex* attr);
 int op_get_srq_num(ibv_srq* srq, uint32_t* srq_num);
 ibv_xrcd* op_open_xrcd(ibv_context* ctx, ibv_xrcd_init_attr* attr);
 int op_close_xrcd(ibv_xrcd* xrcd);
+ibv_td* op_alloc_td(ibv_context* ctx, ibv_td_init_attr* attr);
+int op_dealloc_td(ibv_td* td);
+ibv_pd* op_alloc_parent_domain(ibv_context* ctx, ibv_parent_domain_init_attr* attr);
 int op_advise_mr(ibv_pd* pd, ibv_advise_mr_advice advice, uint32_t flags, ibv_sge* sg_list, uint32_t num_sge);
 ibv_dm* op_alloc_dm(ibv_context* ctx, ibv_alloc_dm_attr* attr);
 int op_free_dm(ibv_dm* dm);

@@ -40,8 +40,54 @@ UROCE_EXPORT ibv_pd* ibv_alloc_pd(ibv_context* context) {
 UROCE_EXPORT int ibv_dealloc_pd(ibv_pd* pd) {
   UPd* p = upd(pd);
   if (p->refs.load()) return EBUSY;
+  if (p->protection) p->protection->refs--;
+  if (p->td) p->td->refs--;
   delete p;
   return 0;
+}
+
+/// ibv_alloc_td: a thread domain is a promise that one thread uses what is
+/// created with it. uroce takes its locks anyway; the object only groups.
+ibv_td* op_alloc_td(ibv_context* ctx, ibv_td_init_attr* attr) {
+  if (attr->comp_mask) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  auto* t = new UTd();
+  t->td.context = ctx;
+  return &t->td;
+}
+
+int op_dealloc_td(ibv_td* td) {
+  auto* t = reinterpret_cast<UTd*>(td);
+  if (t->refs.load()) return EBUSY;
+  delete t;
+  return 0;
+}
+
+/// ibv_alloc_parent_domain: a PD with a thread domain and custom allocators
+/// for the provider's buffers. uroce's queues live in the context's shared
+/// segment, where peers map them, so it never calls the allocators: as if
+/// each returned IBV_ALLOCATOR_USE_DEFAULT (the man page leaves the use of
+/// both to the provider).
+ibv_pd* op_alloc_parent_domain(ibv_context* ctx, ibv_parent_domain_init_attr* attr) {
+  constexpr uint32_t kKnown = IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS | IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT;
+  if (!attr->pd || (attr->comp_mask & ~kKnown) || upd(attr->pd)->protection ||
+      ((attr->comp_mask & IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS) && (!attr->alloc || !attr->free))) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  UPd* base = upd(attr->pd);
+  auto* p = new UPd();
+  memset(&p->pd, 0, sizeof(p->pd));
+  p->pd.context = ctx;
+  p->pd.handle = base->pd.handle;
+  p->id = base->id;
+  p->protection = base;
+  p->td = attr->td ? reinterpret_cast<UTd*>(attr->td) : nullptr;
+  base->refs++;
+  if (p->td) p->td->refs++;
+  return &p->pd;
 }
 
 UROCE_EXPORT ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t length, uint64_t iova,

@@ -75,11 +75,6 @@ TEST_F(Unsupported, CreateFlow) {
 }
 
 TEST_F(Unsupported, OtherExtensionVerbs) {
-  ibv_td_init_attr ta{};
-  EXPECT_FAILS_CLEANLY(ibv_alloc_td(ctx_, &ta));
-  ibv_parent_domain_init_attr pa{};
-  pa.pd = e_.pd;
-  EXPECT_FAILS_CLEANLY(ibv_alloc_parent_domain(ctx_, &pa));
   ibv_counters_init_attr ca{};
   EXPECT_FAILS_CLEANLY(ibv_create_counters(ctx_, &ca));
   ibv_wq_init_attr wa{};
