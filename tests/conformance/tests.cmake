@@ -2,7 +2,9 @@
 # python3-pyverbs) checks.
 #  - conformance_verbs_test: the suite's cases that failed on uroce, and the
 #    features added for it, as GoogleTests in C (each fails on the code before
-#    its fix), on uroce_lo in one process (tests/fault/errors' harness);
+#    its fix), on uroce_lo (tests/fault/errors' harness, one process; a few
+#    cases across processes with tests/support's);
+#  - pyverbs_lo, pyverbs_netns: the installed suite itself (run_pyverbs.sh).
 set(UROCE_CONFORMANCE_DIR ${CMAKE_CURRENT_LIST_DIR})
 
 uroce_gtest(conformance_verbs_test LABEL conformance TIMEOUT 60 VERBS SOURCES
@@ -31,3 +33,15 @@ target_link_libraries(conformance_verbs_test PRIVATE uroce_verbs_harness)
 # The same over the network link (UROCE_LINK=udp: RoCE v2 over UDP on
 # 127.0.0.1 between the QPs of the one process).
 uroce_gtest_variant(conformance_verbs_test udp LABEL conformance ENV UROCE_LINK=udp)
+
+# rdma-core's own suite, as Debian's python3-pyverbs installs it, with the
+# build's library first on the loader path: on uroce_lo, and on a veth in a
+# namespace of its own over the UDP link (root; see run_pyverbs.sh). Each
+# fails unless 0 failed, 0 errors, at least 87 passed (the issue's bar; kernel
+# rxe passes 86) and every skip is listed in docs/conformance.md. Also
+# labelled debian: Debian's python3 loads the library, so not under ASan.
+foreach(v lo netns)
+  uroce_script_test(pyverbs_${v} LABEL conformance TIMEOUT 300
+                    COMMAND bash ${UROCE_CONFORMANCE_DIR}/run_pyverbs.sh ${v} 87)
+  set_property(TEST pyverbs_${v} APPEND PROPERTY LABELS debian)
+endforeach()
