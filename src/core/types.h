@@ -129,9 +129,17 @@ struct Sge {
   uint32_t lkey;
 };
 
-/// A key's table slot lives in its low bits; the high bits are random (uroced).
+/// A key is [random:8][slot:16][key:8]. The low byte is the "key" part the
+/// consumer owns for a type 2 memory window (ibv_inc_rkey changes only it;
+/// IBA 10.6.7), so the table slot is bits 8..23; the rest is random
+/// (uroced), as is the low byte of a new key.
 constexpr uint32_t kKeySlotBits = 16;
+constexpr uint32_t kKeySlotShift = 8;
 constexpr uint32_t kMaxMrPerContext = 1u << kKeySlotBits;
-inline constexpr uint32_t key_slot(uint32_t key) { return key & (kMaxMrPerContext - 1); }
+inline constexpr uint32_t key_slot(uint32_t key) { return (key >> kKeySlotShift) & (kMaxMrPerContext - 1); }
+/// A key for `slot` from 16 random bits.
+inline constexpr uint32_t make_key(uint32_t slot, uint16_t random) {
+  return (uint32_t(random >> 8) << 24) | (slot << kKeySlotShift) | (random & 0xffu);
+}
 
 }  // namespace uroce::core
