@@ -73,8 +73,7 @@ void Context::share_pages(MrView* v) {
   v->share_start = s.start;
 }
 
-Result<uint32_t> Context::reg_mr(uint32_t pd_id, uint64_t vaddr, uint64_t len, uint64_t iova,
-                                 uint32_t access) {
+Result<uint32_t> Context::take_slot_key() {
   uint32_t slot;
   {
     std::lock_guard<std::mutex> g(mr_mu_);
@@ -88,11 +87,20 @@ Result<uint32_t> Context::reg_mr(uint32_t pd_id, uint64_t vaddr, uint64_t len, u
     }
   }
   auto key = ctl_->alloc_key(ctx_id_, slot);
-  if (!key.is_ok()) {
-    std::lock_guard<std::mutex> g(mr_mu_);
-    free_slots_.push_back(slot);
-    return Status(key.err());
-  }
+  if (!key.is_ok()) give_back_slot(slot);
+  return key;
+}
+
+void Context::give_back_slot(uint32_t slot) {
+  std::lock_guard<std::mutex> g(mr_mu_);
+  free_slots_.push_back(slot);
+}
+
+Result<uint32_t> Context::reg_mr(uint32_t pd_id, uint64_t vaddr, uint64_t len, uint64_t iova,
+                                 uint32_t access) {
+  auto key = take_slot_key();
+  if (!key.is_ok()) return Status(key.err());
+  const uint32_t slot = key_slot(key.value());
   MrView v{key.value(), pd_id, access, iova, len, vaddr};
   share_pages(&v);
   mr_write(&seg_->mr_table()[slot], v);
@@ -130,16 +138,17 @@ Status Context::prefetch_mr(uint32_t pd_id, uint32_t key, uint64_t addr, uint64_
   return Status::ok();
 }
 
-void Context::dereg_mr(uint32_t key) {
+Status Context::dereg_mr(uint32_t key) {
   uint32_t slot = key_slot(key);
+  if (window_bound_over(key)) return Status(EINVAL);
   MrView old;
   bool had = lookup_mr(key, &old);
   MrView v{};
   mr_write(&seg_->mr_table()[slot], v);
   // Peers see the slot empty before the pages stop being shared.
   if (had) mr_share_release(MrShare{old.share_fd, old.share_ino, old.share_start});
-  std::lock_guard<std::mutex> g(mr_mu_);
-  free_slots_.push_back(slot);
+  give_back_slot(slot);
+  return Status::ok();
 }
 
 }  // namespace uroce::core

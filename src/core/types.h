@@ -79,6 +79,11 @@ constexpr uint32_t kMwBind = 1u << 4;
 constexpr uint32_t kZeroBased = 1u << 5;
 constexpr uint32_t kOnDemand = 1u << 6;
 constexpr uint32_t kHugetlb = 1u << 7;
+/// Internal, in MR-table entries only: the entry is a memory window (IBA
+/// 10.6.7) of type 1, or of type 2 (bound to the QP in MrEntry::win_qpn).
+constexpr uint32_t kWindow1 = 1u << 8;
+constexpr uint32_t kWindow2 = 1u << 9;
+constexpr uint32_t kWindow = kWindow1 | kWindow2;
 constexpr uint32_t kRelaxedOrdering = 1u << 20;
 constexpr uint32_t kOptionalRange = 0x3ffu << 20;
 }  // namespace access

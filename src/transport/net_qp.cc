@@ -130,6 +130,11 @@ class NetQp::Env final : public ResponderEnv, public RequesterEnv {
     push_cqe(x, c, info.solicited || st != WcStatus::kSuccess);
   }
 
+  bool invalidate(uint32_t rkey) override {
+    Rx x;
+    return rx_of(q_->self_, srqn_, &x) && revoke_window(x, rkey);
+  }
+
   uint8_t* remote_memory(uint32_t rkey, uint64_t va, uint64_t len, uint32_t need) override {
     if ((q_->self_.qp->access_flags & need) != need) return nullptr;  // the QP's own rights (IBA 10.2.4)
     Rx x;

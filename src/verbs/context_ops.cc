@@ -43,9 +43,9 @@ void init_context_ops(UContext* uc) {
   o._compat_reg_mr = compat_unsupported;
   o._compat_rereg_mr = compat_unsupported;
   o._compat_dereg_mr = compat_unsupported;
-  o.alloc_mw = fail_ptr<ibv_mw*, ibv_pd*, ibv_mw_type>;
-  o.bind_mw = fail_int<ibv_qp*, ibv_mw*, ibv_mw_bind*>;
-  o.dealloc_mw = fail_int<ibv_mw*>;
+  o.alloc_mw = op_alloc_mw;
+  o.bind_mw = op_bind_mw;
+  o.dealloc_mw = op_dealloc_mw;
   o._compat_create_cq = compat_unsupported;
   o.poll_cq = op_poll_cq;
   o.req_notify_cq = op_req_notify_cq;

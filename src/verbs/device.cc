@@ -215,7 +215,8 @@ static void fill_device_attr(UDevice* d, ibv_device_attr* a) {
   a->max_qp_wr = int(kLimits.max_qp_wr);
   a->device_cap_flags = IBV_DEVICE_BAD_PKEY_CNTR | IBV_DEVICE_BAD_QKEY_CNTR | IBV_DEVICE_SYS_IMAGE_GUID |
                         IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_N_NOTIFY_CQ | IBV_DEVICE_XRC |
-                        IBV_DEVICE_PORT_ACTIVE_EVENT | IBV_DEVICE_CHANGE_PHY_PORT;
+                        IBV_DEVICE_PORT_ACTIVE_EVENT | IBV_DEVICE_CHANGE_PHY_PORT | IBV_DEVICE_MEM_WINDOW |
+                        IBV_DEVICE_MEM_WINDOW_TYPE_2B;
   a->max_sge = int(kLimits.max_sge);
   a->max_sge_rd = int(kLimits.max_sge_rd);
   a->max_cq = int(kLimits.max_cq);
@@ -230,7 +231,7 @@ static void fill_device_attr(UDevice* d, ibv_device_attr* a) {
   a->atomic_cap = IBV_ATOMIC_HCA;
   a->max_ee = 0;
   a->max_rdd = 0;
-  a->max_mw = 0;
+  a->max_mw = int(kLimits.max_mr);  // windows take MR-table slots
   a->max_raw_ipv6_qp = 0;
   a->max_raw_ethy_qp = 0;
   // Multicast groups are joined on the network link (core/qp_net.cc).

@@ -64,6 +64,12 @@ struct UMr {
   UDm* dm = nullptr;  // ibv_reg_dm_mr: the device memory it maps
 };
 
+struct UMw {
+  ibv_mw mw;  // handle: the key the window was allocated with (its slot)
+  UPd* upd;
+};
+inline UMw* umw(ibv_mw* m) { return reinterpret_cast<UMw*>(m); }
+
 struct UChannel {
   ibv_comp_channel ch;
   uint32_t id;
@@ -164,6 +170,11 @@ int op_close_xrcd(ibv_xrcd* xrcd);
 ibv_td* op_alloc_td(ibv_context* ctx, ibv_td_init_attr* attr);
 int op_dealloc_td(ibv_td* td);
 ibv_pd* op_alloc_parent_domain(ibv_context* ctx, ibv_parent_domain_init_attr* attr);
+ibv_mw* op_alloc_mw(ibv_pd* pd, ibv_mw_type type);
+int op_dealloc_mw(ibv_mw* mw);
+int op_bind_mw(ibv_qp* qp, ibv_mw* mw, ibv_mw_bind* bind);
+/// What binding `mw` to `info` under `new_key` asks of the core (mw.cc).
+core::Context::WindowBind window_bind(const ibv_mw* mw, uint32_t new_key, const ibv_mw_bind_info& info);
 int op_advise_mr(ibv_pd* pd, ibv_advise_mr_advice advice, uint32_t flags, ibv_sge* sg_list, uint32_t num_sge);
 ibv_dm* op_alloc_dm(ibv_context* ctx, ibv_alloc_dm_attr* attr);
 int op_free_dm(ibv_dm* dm);

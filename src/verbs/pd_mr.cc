@@ -23,7 +23,6 @@ int check_access(unsigned access) {
   if (access & ~kKnownAccess) return EINVAL;
   if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) && !(access & IBV_ACCESS_LOCAL_WRITE))
     return EINVAL;
-  if (access & IBV_ACCESS_MW_BIND) return EOPNOTSUPP;
   return 0;
 }
 
@@ -177,7 +176,7 @@ UROCE_EXPORT int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, siz
 
 UROCE_EXPORT int ibv_dereg_mr(ibv_mr* mr) {
   UMr* m = umr(mr);
-  uctx(mr->context)->core->dereg_mr(mr->lkey);
+  if (int e = uctx(mr->context)->core->dereg_mr(mr->lkey).err()) return e;  // windows bound over it
   m->upd->refs--;
   if (m->dm) m->dm->core->refs--;
   delete m;
