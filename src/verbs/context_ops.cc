@@ -94,7 +94,7 @@ void init_context_ops(UContext* uc) {
   v.destroy_wq = fail_int<ibv_wq*>;
   v.modify_wq = fail_int<ibv_wq*, ibv_wq_attr*>;
   v.create_wq = fail_ptr<ibv_wq*, ibv_context*, ibv_wq_init_attr*>;
-  v.query_rt_values = fail_int<ibv_context*, ibv_values_ex*>;
+  v.query_rt_values = op_query_rt_values;
   v.create_cq_ex = op_create_cq_ex;
   v.priv = nullptr;  // opaque to programs; uroce keeps its state in UContext
   v.query_device_ex = op_query_device_ex;
