@@ -49,7 +49,9 @@ Context::~Context() {
   for (uint32_t slot = 1; seg_ && slot < next_slot_; ++slot) {
     const MrEntry& e = seg_->mr_table()[slot];
     MrView v;
-    if (e.key && mr_read(&e, e.key, &v)) mr_share_release(MrShare{v.share_fd, v.share_ino, v.share_start});
+    // (A window shares its region's pages without holding them.)
+    if (e.key && mr_read(&e, e.key, &v) && !(v.access & access::kWindow))
+      mr_share_release(MrShare{v.share_fd, v.share_ino, v.share_start});
   }
   if (ctx_id_) ctl_->unregister_ctx(ctx_id_);
   // Unlock before the segment goes: the lock sits on the service thread's
@@ -110,7 +112,8 @@ Result<uint32_t> Context::reg_mr(uint32_t pd_id, uint64_t vaddr, uint64_t len, u
 Status Context::rereg_mr(uint32_t key, uint32_t pd_id, uint64_t vaddr, uint64_t len, uint64_t iova,
                          uint32_t access) {
   MrView old;
-  if (!lookup_mr(key, &old)) return Status(EINVAL);
+  if (!lookup_mr(key, &old) || (old.access & access::kWindow)) return Status(EINVAL);
+  if (window_bound_over(key)) return Status(EINVAL);  // windows would keep the old pages
   MrView v{key, pd_id, access, iova, len, vaddr};
   share_pages(&v);  // before the release below: the same pages keep their backing
   mr_write(&seg_->mr_table()[key_slot(key)], v);

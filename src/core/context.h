@@ -48,6 +48,7 @@ class Context {
   /// Registers [vaddr, vaddr+len) addressed as iova; returns the key (lkey == rkey).
   Result<uint32_t> reg_mr(uint32_t pd_id, uint64_t vaddr, uint64_t len, uint64_t iova, uint32_t access);
   /// Rewrites a registration in place (ibv_rereg_mr); the key stays.
+  /// EINVAL while memory windows are bound to it.
   Status rereg_mr(uint32_t key, uint32_t pd_id, uint64_t vaddr, uint64_t len, uint64_t iova, uint32_t access);
   /// EINVAL while memory windows are bound to it (as rxe answers).
   Status dereg_mr(uint32_t key);

@@ -61,7 +61,7 @@ void RcRequester::post(SqWqe&& w, uint64_t now) {
     return;
   }
   if (is_local(w.kind)) {
-    // Done when every WQE before it is (IBA 10.8.3: completions in order).
+    // Done when every WQE before it is: a send queue completes in order.
     if (q_.empty()) {
       env_->complete(w, WcStatus::kSuccess, 0);
       return;

@@ -93,6 +93,10 @@ TEST_F(MemoryWindow, Type1BindsWithItsVerbAndUnbindsWithZeroLength) {
   EXPECT_EQ(write_at(kWin + 100, mw->rkey), IBV_WC_SUCCESS);
   EXPECT_TRUE(landed(kWin + 100));
   EXPECT_EQ(ibv_dereg_mr(p_.b.mr), EINVAL) << "a window is bound over it";
+  EXPECT_NE(ibv_rereg_mr(p_.b.mr, IBV_REREG_MR_CHANGE_ACCESS, nullptr, nullptr, 0,
+                         IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND),
+            0)
+      << "nor re-registered under it";
 
   bind.bind_info = ibv_mw_bind_info{p_.b.mr, 0, 0, 0};  // zero length: unbind
   ASSERT_EQ(ibv_bind_mw(p_.b.qp, mw, &bind), 0);
