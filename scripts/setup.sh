@@ -14,6 +14,9 @@ packages=(
   # never linked), its example programs, and perftest: the unmodified
   # binaries the integration tests and the demo run
   libibverbs-dev ibverbs-utils perftest
+  # rdma-core's own test suite (pyverbs) and its Python bindings: the
+  # conformance tests run it against uroce's library
+  python3-pyverbs
   # test and library dependencies
   libgtest-dev googletest zlib1g-dev libisal-dev libfmt-dev libpcap-dev libcli11-dev
   # tools the scripts and tests use; network namespaces for the multi-host

@@ -3,9 +3,10 @@
 #   1. scripts/setup.sh (Debian packages);
 #   2. `build`: configure, build, run every CTest test (all tiers);
 #   3. `build-asan` (-DUROCE_SANITIZE=ON, ASan+UBSan): build and run the
-#      GoogleTest tiers and the fuzz corpus replays, minus the tests labelled
-#      `debian` (they load our instrumented library into uninstrumented
-#      Debian binaries, which ASan does not support);
+#      GoogleTest tiers (conformance's included) and the fuzz corpus
+#      replays, minus the tests labelled `debian` (they load our
+#      instrumented library into uninstrumented Debian binaries, which ASan
+#      does not support: the pyverbs suite among them);
 #   4. `build-fuzz` (clang, -DUROCE_FUZZ=ON): the libFuzzer targets, each run
 #      for a bounded time (UROCE_FUZZ_SECONDS, default 30) from its corpus.
 # Every phase runs even if an earlier one fails; exits non-zero if anything failed.
@@ -52,13 +53,13 @@ fi
 
 log "build (build-asan, -DUROCE_SANITIZE=ON)"
 if configure_and_build "$root/build-asan" -DUROCE_SANITIZE=ON; then
-  log "ctest: unit|protocol|integration|fault without debian (build-asan)"
+  log "ctest: unit|protocol|integration|fault|conformance without debian (build-asan)"
   # Any sanitizer report fails the test: UBSan is built with
   # -fno-sanitize-recover, ASan aborts on the first error.
   export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
   export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
   if ! timeout 1200 ctest --test-dir "$root/build-asan" --output-on-failure -j"$jobs" --timeout 300 \
-    -L 'unit|protocol|integration|fault|fuzz' -LE debian; then
+    -L 'unit|protocol|integration|fault|fuzz|conformance' -LE debian; then
     failed+=("ctest in build-asan")
   fi
 else

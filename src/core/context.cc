@@ -1,5 +1,6 @@
 #include "core/context.h"
 
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
@@ -48,7 +49,9 @@ Context::~Context() {
   for (uint32_t slot = 1; seg_ && slot < next_slot_; ++slot) {
     const MrEntry& e = seg_->mr_table()[slot];
     MrView v;
-    if (e.key && mr_read(&e, e.key, &v)) mr_share_release(MrShare{v.share_fd, v.share_ino, v.share_start});
+    // (A window shares its region's pages without holding them.)
+    if (e.key && mr_read(&e, e.key, &v) && !(v.access & access::kWindow))
+      mr_share_release(MrShare{v.share_fd, v.share_ino, v.share_start});
   }
   if (ctx_id_) ctl_->unregister_ctx(ctx_id_);
   // Unlock before the segment goes: the lock sits on the service thread's
@@ -59,18 +62,20 @@ Context::~Context() {
 }
 
 /// Regions peers write into or read from get shared pages (core/mr_backing.h).
+/// On-demand regions never do: every access goes through the process's
+/// mapping as it is then (process_vm_* or the owner's own copy), which is
+/// what ODP promises (pages faulted in on use, new mappings followed).
 void Context::share_pages(MrView* v) {
   constexpr uint32_t kPeerVisible =
       access::kLocalWrite | access::kRemoteWrite | access::kRemoteRead | access::kRemoteAtomic;
-  if (!(v->access & kPeerVisible)) return;
+  if (!(v->access & kPeerVisible) || (v->access & access::kOnDemand)) return;
   MrShare s = mr_share_acquire(v->vaddr, v->length);
   v->share_fd = s.fd;
   v->share_ino = s.ino;
   v->share_start = s.start;
 }
 
-Result<uint32_t> Context::reg_mr(uint32_t pd_id, uint64_t vaddr, uint64_t len, uint64_t iova,
-                                 uint32_t access) {
+Result<uint32_t> Context::take_slot_key() {
   uint32_t slot;
   {
     std::lock_guard<std::mutex> g(mr_mu_);
@@ -84,11 +89,20 @@ Result<uint32_t> Context::reg_mr(uint32_t pd_id, uint64_t vaddr, uint64_t len, u
     }
   }
   auto key = ctl_->alloc_key(ctx_id_, slot);
-  if (!key.is_ok()) {
-    std::lock_guard<std::mutex> g(mr_mu_);
-    free_slots_.push_back(slot);
-    return Status(key.err());
-  }
+  if (!key.is_ok()) give_back_slot(slot);
+  return key;
+}
+
+void Context::give_back_slot(uint32_t slot) {
+  std::lock_guard<std::mutex> g(mr_mu_);
+  free_slots_.push_back(slot);
+}
+
+Result<uint32_t> Context::reg_mr(uint32_t pd_id, uint64_t vaddr, uint64_t len, uint64_t iova,
+                                 uint32_t access) {
+  auto key = take_slot_key();
+  if (!key.is_ok()) return Status(key.err());
+  const uint32_t slot = key_slot(key.value());
   MrView v{key.value(), pd_id, access, iova, len, vaddr};
   share_pages(&v);
   mr_write(&seg_->mr_table()[slot], v);
@@ -98,7 +112,8 @@ Result<uint32_t> Context::reg_mr(uint32_t pd_id, uint64_t vaddr, uint64_t len, u
 Status Context::rereg_mr(uint32_t key, uint32_t pd_id, uint64_t vaddr, uint64_t len, uint64_t iova,
                          uint32_t access) {
   MrView old;
-  if (!lookup_mr(key, &old)) return Status(EINVAL);
+  if (!lookup_mr(key, &old) || (old.access & access::kWindow)) return Status(EINVAL);
+  if (window_bound_over(key)) return Status(EINVAL);  // windows would keep the old pages
   MrView v{key, pd_id, access, iova, len, vaddr};
   share_pages(&v);  // before the release below: the same pages keep their backing
   mr_write(&seg_->mr_table()[key_slot(key)], v);
@@ -106,16 +121,37 @@ Status Context::rereg_mr(uint32_t key, uint32_t pd_id, uint64_t vaddr, uint64_t 
   return Status::ok();
 }
 
-void Context::dereg_mr(uint32_t key) {
+Status Context::prefetch_mr(uint32_t pd_id, uint32_t key, uint64_t addr, uint64_t len, bool write,
+                            bool populate) {
+  MrView v;
+  if (!lookup_mr(key, &v) || !mr_contains(v, addr, len)) return Status(EFAULT);
+  if (v.pd_id != pd_id) return Status(EPERM);
+  if (!(v.access & access::kOnDemand)) return Status(EINVAL);
+  if (write && !(v.access & access::kLocalWrite)) return Status(EPERM);
+  if (!populate || len == 0) return Status::ok();
+  const uint64_t page = uint64_t(sysconf(_SC_PAGESIZE));
+  const uint64_t va = v.vaddr + (addr - v.iova);
+  const uint64_t start = va & ~(page - 1), end = (va + len + page - 1) & ~(page - 1);
+  if (madvise(reinterpret_cast<void*>(start), end - start,
+              write ? MADV_POPULATE_WRITE : MADV_POPULATE_READ) != 0) {
+    // ENOMEM: not mapped; EFAULT: not accessible so. EINVAL: a kernel
+    // before 5.14 without the advice: prefetching is best effort.
+    if (errno == ENOMEM || errno == EFAULT) return Status(EFAULT);
+  }
+  return Status::ok();
+}
+
+Status Context::dereg_mr(uint32_t key) {
   uint32_t slot = key_slot(key);
+  if (window_bound_over(key)) return Status(EINVAL);
   MrView old;
   bool had = lookup_mr(key, &old);
   MrView v{};
   mr_write(&seg_->mr_table()[slot], v);
   // Peers see the slot empty before the pages stop being shared.
   if (had) mr_share_release(MrShare{old.share_fd, old.share_ino, old.share_start});
-  std::lock_guard<std::mutex> g(mr_mu_);
-  free_slots_.push_back(slot);
+  give_back_slot(slot);
+  return Status::ok();
 }
 
 }  // namespace uroce::core

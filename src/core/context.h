@@ -6,13 +6,16 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <unordered_map>
 #include <vector>
 
 #include "common/status.h"
 #include "core/control_client.h"
 #include "core/device_info.h"
+#include "core/limits.h"
 #include "core/segment.h"
 #include "core/shm_layout.h"
+#include "core/types.h"
 
 namespace uroce::core {
 
@@ -39,14 +42,49 @@ class Context {
   void set_fatal() { fatal_.store(true); }
 
   uint32_t alloc_pd_id() { return next_pd_id_.fetch_add(1); }
+  /// Bytes of device memory this context may still allocate (core/device_memory.h).
+  std::atomic<uint64_t>* dm_budget() { return &dm_left_; }
 
   /// Registers [vaddr, vaddr+len) addressed as iova; returns the key (lkey == rkey).
   Result<uint32_t> reg_mr(uint32_t pd_id, uint64_t vaddr, uint64_t len, uint64_t iova, uint32_t access);
   /// Rewrites a registration in place (ibv_rereg_mr); the key stays.
+  /// EINVAL while memory windows are bound to it.
   Status rereg_mr(uint32_t key, uint32_t pd_id, uint64_t vaddr, uint64_t len, uint64_t iova, uint32_t access);
-  void dereg_mr(uint32_t key);
+  /// EINVAL while memory windows are bound to it (as rxe answers).
+  Status dereg_mr(uint32_t key);
+  /// ibv_advise_mr for one SGE: [addr, addr+len) of on-demand region `key`
+  /// in `pd_id` gets its pages faulted in now (for writing if `write`), or
+  /// is only checked if `!populate` (PREFETCH_NO_FAULT). Errors as the man
+  /// page lists them: EFAULT (unknown key, outside the region, unmapped),
+  /// EPERM (another PD; write without local write), EINVAL (not on-demand).
+  Status prefetch_mr(uint32_t pd_id, uint32_t key, uint64_t addr, uint64_t len, bool write, bool populate);
   /// Looks up a local key for an access by this context's QP in `pd_id`.
   const MrEntry* mr_entry(uint32_t key) const { return &seg_->mr_table()[key_slot(key)]; }
+
+  // --- memory windows (core/context_window.cc; IBA 10.6.7). A window is an
+  // entry of the MR table whose key peers present as an R_Key; it covers
+  // part of a region and grants remote access of its own.
+  /// ibv_alloc_mw: a slot and key for a window of `type` (1 or 2) in
+  /// `pd_id`, reaching nothing until bound.
+  Result<uint32_t> alloc_window(uint32_t pd_id, uint32_t type);
+  /// ibv_dealloc_mw: unbinds (a bound window stops answering) and frees the slot.
+  void free_window(uint32_t key);
+  /// What a bind asks (IBV_WR_BIND_MW, ibv_bind_mw).
+  struct WindowBind {
+    uint32_t key;        // the window's current key
+    uint32_t new_key;    // its key once bound (same slot)
+    uint32_t mr_key;     // the region it covers part of (0: unbind, type 1)
+    uint64_t addr, len;  // in the region's address space
+    uint32_t access;     // access:: remote bits, kZeroBased (local write is ignored)
+  };
+  /// Binds by a QP of `qp_pd` numbered `qpn`; kSuccess or kMwBindErr (bad
+  /// window or key, PD mismatch, region without kMwBind, range
+  /// outside it, remote write or atomic over a region without local write,
+  /// a type 2 window already bound).
+  WcStatus bind_window(const WindowBind& b, uint32_t qp_pd, uint32_t qpn);
+  /// IBV_WR_LOCAL_INV by a QP of `qp_pd`: the type 2 window bound with
+  /// `key` stops answering; kLocQpOpErr if there is none (as rxe).
+  WcStatus local_invalidate(uint32_t key, uint32_t qp_pd);
   bool lookup_mr(uint32_t key, MrView* out) const {
     return mr_read(&seg_->mr_table()[key_slot(key)], key, out);
   }
@@ -64,9 +102,22 @@ class Context {
   std::atomic<bool> fatal_{false};
   bool lock_held_ = false;
   std::atomic<uint32_t> next_pd_id_{1};
+  std::atomic<uint64_t> dm_left_{kLimits.max_dm_size};
+  /// A slot (and its key) for a region or window; 0 when the table is full.
+  Result<uint32_t> take_slot_key();
+  void give_back_slot(uint32_t slot);
+  /// True while a window is bound over region `mr_key`.
+  bool window_bound_over(uint32_t mr_key);
+
   std::mutex mr_mu_;
   std::vector<uint32_t> free_slots_;
   uint32_t next_slot_ = 1;
+  /// The owner's view of its windows, by slot (under mr_mu_).
+  struct Window {
+    uint32_t type, pd_id;
+    uint32_t mr_key = 0;  // the region it was last bound over
+  };
+  std::unordered_map<uint32_t, Window> windows_;
 };
 
 }  // namespace uroce::core

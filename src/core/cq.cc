@@ -26,6 +26,15 @@ void host_fallback_to_fences() {
   g_cq_self_fence.store(true);
 }
 
+/// The size a CQ reports for a request of `cqe` (ibv_cq.cqe): the next power
+/// of two minus one, as mlx5 and rxe round. The ring itself may be larger (64
+/// slots at least): programs take cq->cqe as what they may fill, not the ring.
+uint32_t reported_size(uint32_t cqe) {
+  uint32_t n = 1;
+  while (n < cqe + 1) n <<= 1;
+  return n - 1;
+}
+
 }  // namespace
 
 void cq_barrier_setup(HostShm* host) {
@@ -70,7 +79,7 @@ Result<std::unique_ptr<Cq>> Cq::create(Context* ctx, uint32_t cqe, uint32_t chan
   r->slots_off = cq->off_ + sizeof(CqRing);
   r->want_ts = timestamps;
   cq->ring_ = r;
-  cq->reported_cqe_ = cap - 1;
+  cq->reported_cqe_ = reported_size(cqe);
   return cq;
 }
 
@@ -97,7 +106,7 @@ Status Cq::resize(uint32_t cqe) {
   if (cqe + 1 <= cap) {
     std::lock_guard<SpinLock> g(mu_);
     if (cqe < cq_depth(ring_)) return Status(EINVAL);  // would drop completions
-    reported_cqe_ = cap - 1;
+    reported_cqe_ = reported_size(cqe);
     return Status::ok();
   }
   while (cap < cqe + 1) cap <<= 1;
@@ -113,7 +122,7 @@ Status Cq::resize(uint32_t cqe) {
       refused = true;  // would drop completions
     } else {
       const bool clean = cq_resize(ctx_->seg().base(), ring_, off.value(), cap);
-      reported_cqe_ = cap - 1;
+      reported_cqe_ = reported_size(cqe);
       extra_.push_back({off.value(), bytes});
       std::erase_if(extra_, [&](const auto& e) { return e.first == old_off && clean; });
       // The first slot array shares its block with the ring header; later
@@ -127,6 +136,11 @@ Status Cq::resize(uint32_t cqe) {
   }
   if (free_old) ctx_->seg().free(old_off, old_bytes);
   return Status::ok();
+}
+
+void Cq::purge_qp(uint32_t qpn) {
+  std::lock_guard<SpinLock> g(mu_);
+  cq_purge(ctx_->seg().base(), ring_, [qpn](const Cqe& c) { return c.qp_num == qpn; });
 }
 
 void cq_notify(const CqRing* r) {

@@ -59,6 +59,9 @@ class Cq {
   /// Resizes to hold at least `cqe` completions, keeping those queued;
   /// producers in other processes keep running (see cq_resize).
   Status resize(uint32_t cqe);
+  /// Drops the completions of QP `qpn` still queued: a QP moved to RESET
+  /// starts clean, as mlx5 cleans its CQs then (see cq_purge).
+  void purge_qp(uint32_t qpn);
 
   uint32_t capacity() const { return ring_->capacity; }
   uint32_t reported_cqe() const { return reported_cqe_; }

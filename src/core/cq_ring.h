@@ -218,4 +218,56 @@ inline bool cq_resize(uint8_t* seg_base, CqRing* r, uint64_t new_slots_off, uint
   return complete;
 }
 
+/// Owner only, under its poll lock: removes the completions `drop` selects
+/// (those of a QP moved to RESET), keeping the others in order. Freezes the
+/// tail as cq_resize does and waits (bounded) for every claimed slot to be
+/// published; if one is not, nothing is removed (a producer's late write
+/// could land on a moved entry). Returns how many were removed.
+template <typename Drop>
+inline uint32_t cq_purge(uint8_t* seg_base, CqRing* r, Drop&& drop) {
+  uint64_t tw = r->tail.fetch_or(kCqFrozen, std::memory_order_acq_rel);
+  const uint64_t end = tw & kCqPosMask;
+  const uint64_t head = r->head.load(std::memory_order_relaxed);
+  Cqe* slots = cq_slots(seg_base, r);
+  const uint32_t mask = r->mask;
+  uint8_t* bounce = reinterpret_cast<uint8_t*>(slots) + size_t(r->capacity) * sizeof(Cqe);
+  bool published = true;
+  for (uint64_t p = head; p < end && published; ++p) {
+    const Cqe* s = &slots[p & mask];
+    uint64_t deadline = 0;
+    while (std::atomic_ref<uint64_t>(const_cast<uint64_t&>(s->seq)).load(std::memory_order_acquire) !=
+           p + 1) {
+      uint64_t now = now_ns();
+      if (!deadline) deadline = now + kCqFrozenWaitNs;
+      if (now > deadline) {
+        published = false;
+        break;
+      }
+      cpu_relax();
+    }
+  }
+  uint64_t w = end;
+  if (published) {
+    w = head;
+    for (uint64_t p = head; p < end; ++p) {
+      Cqe* s = &slots[p & mask];
+      if (drop(static_cast<const Cqe&>(*s))) continue;
+      if (w != p) {
+        Cqe* d = &slots[w & mask];
+        memcpy(static_cast<void*>(d), s, sizeof(Cqe));
+        memcpy(bounce + size_t(w & mask) * kCqBounceBytes, bounce + size_t(p & mask) * kCqBounceBytes,
+               kCqBounceBytes);
+        std::atomic_ref<uint64_t>(d->seq).store(w + 1, std::memory_order_release);
+      }
+      ++w;
+    }
+    // Slots past the new tail must not look published to the consumer.
+    for (uint64_t p = w; p < end; ++p)
+      std::atomic_ref<uint64_t>(slots[p & mask].seq).store(0, std::memory_order_release);
+  }
+  // Unfreeze with a new generation: CASes based on the old tail word fail.
+  r->tail.store(((tw & ~kCqPosMask & ~kCqFrozen) + kCqGenOne) | w, std::memory_order_release);
+  return uint32_t(end - w);
+}
+
 }  // namespace uroce::core

@@ -34,8 +34,11 @@ struct DeviceLimits {
   uint32_t max_msg_sz;
   uint32_t num_comp_vectors;
   uint64_t page_size_cap;
+  uint64_t max_dm_size;         // device memory (core/device_memory.h), per context
   uint32_t hca_core_clock_khz;  // completion timestamps are in ns
-  uint32_t vendor_id;           // 0: perftest and UCX take generic paths
+  /// 0xFFFFFF, as Soft-RoCE (rxe) reports: no IEEE OUI, so perftest, UCX and
+  /// pyverbs take their generic paths; 0 is refused by rdma-core's test suite.
+  uint32_t vendor_id;
   uint32_t vendor_part_id;
   uint32_t hw_ver;
 };
@@ -66,8 +69,9 @@ inline constexpr DeviceLimits kLimits = {
     .max_msg_sz = 1u << 31,
     .num_comp_vectors = 1,
     .page_size_cap = 0xfffff000,
+    .max_dm_size = 128u << 10,  // what mlx5 ConnectX-5 reports
     .hca_core_clock_khz = 1000000,
-    .vendor_id = 0,
+    .vendor_id = 0xffffff,
     .vendor_part_id = 0,
     .hw_ver = 0,
 };

@@ -224,8 +224,11 @@ Status Qp::modify(const QpModifyArgs& a, uint32_t mask) {
   if (next == cur) return Status::ok();
   if (next == QpState::kReset) {
     net_close();
-    // Back to a clean queue: drop posted receives and deferred sends silently.
+    // Back to a clean queue: drop posted receives, deferred sends and the
+    // completions still queued for this QP silently.
     deferred_.clear();
+    if (send_cq_) send_cq_->purge_qp(qpn_);
+    if (recv_cq_ && recv_cq_ != send_cq_) recv_cq_->purge_qp(qpn_);
     if (rq_ && !srq_) {
       rq_->head.store(rq_->tail.load());
     }

@@ -57,6 +57,7 @@ struct SendWqe {
   uint32_t remote_qkey = 0;           // UD
   uint32_t xrc_srqn = 0;              // XRC: the SRQ at the target
   const AddressVector* av = nullptr;  // UD
+  Context::WindowBind bind{};         // BIND_MW (LOCAL_INV: the key in imm)
 };
 
 struct QpCaps {
@@ -172,6 +173,8 @@ class Qp {
   /// Checks a WQE's gather list against the local MR table (IBA C10-xx:
   /// L_Key checks); kSuccess or the completion error.
   WcStatus gather(const SendWqe& w, iovec* loc, size_t* nl, uint64_t* len);
+  /// BIND_MW or LOCAL_INV on this context's MR table (transport/requester.cc).
+  WcStatus local_op(const SendWqe& w);
 
   // --- the network link (core/qp_net.cc)
   /// Does this connected QP reach its peer over UDP (from the AV and UROCE_LINK)?

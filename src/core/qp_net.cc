@@ -84,6 +84,10 @@ transport::MsgKind kind_of(WrOpcode op) {
       return transport::MsgKind::kCompareSwap;
     case WrOpcode::kAtomicFetchAndAdd:
       return transport::MsgKind::kFetchAdd;
+    case WrOpcode::kBindMw:
+      return transport::MsgKind::kBindMw;
+    case WrOpcode::kLocalInv:
+      return transport::MsgKind::kLocalInv;
     default:
       return transport::MsgKind::kSend;
   }
@@ -100,6 +104,10 @@ WcOpcode wc_of(transport::MsgKind k) {
       return WcOpcode::kCompSwap;
     case transport::MsgKind::kFetchAdd:
       return WcOpcode::kFetchAdd;
+    case transport::MsgKind::kBindMw:
+      return WcOpcode::kBindMw;
+    case transport::MsgKind::kLocalInv:
+      return WcOpcode::kLocalInv;
     default:
       return WcOpcode::kSend;
   }
@@ -292,7 +300,10 @@ Status Qp::net_post(const SendWqe& w) {
   q.solicited = w.flags & send_flags::kSolicited;
   q.fence = w.flags & send_flags::kFence;
   q.xrc_srqn = w.xrc_srqn;
-  if (WcStatus ls = gather(w, loc, &nl, &len); ls != WcStatus::kSuccess) {
+  // A local operation acts on the MR table at once and completes in order
+  // behind what is in flight (RcRequester queues it without packets).
+  const WcStatus ls = transport::is_local(q.kind) ? local_op(w) : gather(w, loc, &nl, &len);
+  if (ls != WcStatus::kSuccess) {
     // A local error completes at once and the QP goes to ERR (IBA 10.8.3.2).
     q.signaled = true;
     net_send_done(q, ls, 0);

@@ -26,7 +26,8 @@ inline bool rq_post(uint8_t* seg_base, RqRing* r, uint64_t wr_id, const Sge* sge
   RqWqe* w = rq_slot(seg_base, r, t);
   w->wr_id = wr_id;
   w->num_sge = num_sge;
-  memcpy(w->sge, sge, sizeof(Sge) * num_sge);
+  // A receive may have no SGE, and then sge may be null.
+  if (num_sge) memcpy(w->sge, sge, sizeof(Sge) * num_sge);
   r->tail.store(t + 1, std::memory_order_release);  // pairs with rq_claim's acquire
   return true;
 }

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "common/clock.h"
 #include "core/types.h"
 
 namespace uroce::core {
@@ -51,11 +52,13 @@ inline bool seg_owner_alive(const SegHeader* h) {
   return h->alive.load(std::memory_order_acquire) && !(word & kFutexOwnerDied);  // pairs with uroced's store
 }
 
-/// One memory region, indexed by key_slot(key). Written by the owner only,
-/// under a seqlock; peers validate keys against it without the owner's help.
+/// One memory region or memory window, indexed by key_slot(key). Written by
+/// the owner, under a seqlock; peers validate keys against it without the
+/// owner's help. The one write a peer makes: invalidating a type 2 window
+/// named by a SEND with Invalidate (mr_revoke_window).
 struct alignas(kCacheLine) MrEntry {
-  /// Seqlock: the owner makes it odd, rewrites, makes it even (release);
-  /// peers load (acquire), copy, and re-check.
+  /// Seqlock: a writer CASes it from even to odd (mr_write_begin), rewrites,
+  /// makes it even again (release); readers load (acquire), copy, re-check.
   std::atomic<uint32_t> seq;
   uint32_t key;  // lkey == rkey; 0 = free slot
   uint32_t pd_id;
@@ -66,7 +69,7 @@ struct alignas(kCacheLine) MrEntry {
   // Shared pages (core/mr_backing.h): the owner's memfd number (-1: none),
   // its inode, and the owner address of the memfd's offset 0.
   int32_t share_fd;
-  uint32_t share_pad;
+  uint32_t win_qpn;  // a type 2 window (access::kWindow2): the QP it was bound through
   uint64_t share_ino;
   uint64_t share_start;
 };
@@ -77,6 +80,7 @@ struct MrView {
   uint64_t iova, length, vaddr;
   int32_t share_fd = -1;
   uint64_t share_ino = 0, share_start = 0;
+  uint32_t win_qpn = 0;
 };
 
 /// Reads a consistent snapshot; false if the slot does not hold `key`.
@@ -94,6 +98,7 @@ inline bool mr_read(const MrEntry* e, uint32_t key, MrView* out, uint32_t* seq_o
     out->share_fd = e->share_fd;
     out->share_ino = e->share_ino;
     out->share_start = e->share_start;
+    out->win_qpn = e->win_qpn;
     std::atomic_thread_fence(std::memory_order_acquire);
     if (e->seq.load(std::memory_order_relaxed) == s1) {
       if (seq_out) *seq_out = s1;
@@ -125,11 +130,39 @@ inline const MrView* mr_read_cached(const MrEntry* e, uint32_t key, MrCache* c) 
   return &c->v;
 }
 
-/// Owner-only update of a slot (seqlock writer side).
-inline void mr_write(MrEntry* e, const MrView& v) {
+/// How long a writer waits for another to finish before taking the slot
+/// anyway: a write is a handful of stores, so a holder for that long died
+/// in the middle of one.
+constexpr uint64_t kMrWriteWaitNs = 10000000;
+
+/// Seqlock writer side: takes the slot (even -> odd) and returns the odd word.
+inline uint32_t mr_write_begin(MrEntry* e) {
+  uint64_t deadline = 0;
   uint32_t s = e->seq.load(std::memory_order_relaxed);
-  e->seq.store(s + 1, std::memory_order_relaxed);
+  for (;;) {
+    if (!(s & 1) && e->seq.compare_exchange_weak(s, s + 1, std::memory_order_acquire)) break;
+    if (s & 1) {
+      const uint64_t now = now_ns();
+      if (!deadline) deadline = now + kMrWriteWaitNs;
+      if (now > deadline) {
+        e->seq.store(s + 2, std::memory_order_relaxed);  // overtake a dead writer
+        s += 2;
+        continue;
+      }
+      cpu_relax();
+      s = e->seq.load(std::memory_order_relaxed);
+    }
+  }
   std::atomic_thread_fence(std::memory_order_release);
+  return s + 1;
+}
+inline void mr_write_end(MrEntry* e, uint32_t odd) {
+  e->seq.store(odd + 1, std::memory_order_release);  // pairs with mr_read's acquire
+}
+
+/// Rewrites a slot (the owner's registrations, binds and invalidations).
+inline void mr_write(MrEntry* e, const MrView& v) {
+  const uint32_t odd = mr_write_begin(e);
   e->key = v.key;
   e->pd_id = v.pd_id;
   e->access = v.access;
@@ -137,9 +170,24 @@ inline void mr_write(MrEntry* e, const MrView& v) {
   e->length = v.length;
   e->vaddr = v.vaddr;
   e->share_fd = v.share_fd;
+  e->win_qpn = v.win_qpn;
   e->share_ino = v.share_ino;
   e->share_start = v.share_start;
-  e->seq.store(s + 2, std::memory_order_release);  // pairs with mr_read's acquire
+  mr_write_end(e, odd);
+}
+
+/// A SEND with Invalidate arriving at QP `qpn` of PD `pd_id` (IBA 10.6.7,
+/// memory windows): the type 2 window bound through that QP with `key` stops
+/// answering to it. Runs wherever the receiving side runs (a peer on the
+/// intra-host link, the owner on the network link). False if `key` names no
+/// such window (nothing changes).
+inline bool mr_revoke_window(MrEntry* e, uint32_t key, uint32_t pd_id, uint32_t qpn) {
+  const uint32_t odd = mr_write_begin(e);
+  const bool ok =
+      key != 0 && e->key == key && (e->access & access::kWindow2) && e->pd_id == pd_id && e->win_qpn == qpn;
+  if (ok) e->key = 0;
+  mr_write_end(e, odd);
+  return ok;
 }
 
 /// True if [addr, addr+len) lies inside the region.

@@ -79,6 +79,11 @@ constexpr uint32_t kMwBind = 1u << 4;
 constexpr uint32_t kZeroBased = 1u << 5;
 constexpr uint32_t kOnDemand = 1u << 6;
 constexpr uint32_t kHugetlb = 1u << 7;
+/// Internal, in MR-table entries only: the entry is a memory window (IBA
+/// 10.6.7) of type 1, or of type 2 (bound to the QP in MrEntry::win_qpn).
+constexpr uint32_t kWindow1 = 1u << 8;
+constexpr uint32_t kWindow2 = 1u << 9;
+constexpr uint32_t kWindow = kWindow1 | kWindow2;
 constexpr uint32_t kRelaxedOrdering = 1u << 20;
 constexpr uint32_t kOptionalRange = 0x3ffu << 20;
 }  // namespace access
@@ -129,9 +134,17 @@ struct Sge {
   uint32_t lkey;
 };
 
-/// A key's table slot lives in its low bits; the high bits are random (uroced).
+/// A key is [random:8][slot:16][key:8]. The low byte is the "key" part the
+/// consumer owns for a type 2 memory window (ibv_inc_rkey changes only it;
+/// IBA 10.6.7), so the table slot is bits 8..23; the rest is random
+/// (uroced), as is the low byte of a new key.
 constexpr uint32_t kKeySlotBits = 16;
+constexpr uint32_t kKeySlotShift = 8;
 constexpr uint32_t kMaxMrPerContext = 1u << kKeySlotBits;
-inline constexpr uint32_t key_slot(uint32_t key) { return key & (kMaxMrPerContext - 1); }
+inline constexpr uint32_t key_slot(uint32_t key) { return (key >> kKeySlotShift) & (kMaxMrPerContext - 1); }
+/// A key for `slot` from 16 random bits.
+inline constexpr uint32_t make_key(uint32_t slot, uint16_t random) {
+  return (uint32_t(random >> 8) << 24) | (slot << kKeySlotShift) | (random & 0xffu);
+}
 
 }  // namespace uroce::core

@@ -106,7 +106,7 @@ Result<uint32_t> Registry::alloc_key(int client_fd, uint32_t ctx_id, uint32_t sl
   while (r == 0) {
     if (getrandom(&r, sizeof(r), 0) != sizeof(r)) return Status(EIO);
   }
-  return (uint32_t(r) << core::kKeySlotBits) | slot;
+  return core::make_key(slot, r);
 }
 
 Result<Registry::Resolved> Registry::resolve_qpn(uint32_t qpn, bool want_srq) const {

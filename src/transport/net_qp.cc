@@ -131,6 +131,11 @@ class NetQp::Env final : public ResponderEnv, public RequesterEnv {
     push_cqe(x, c, info.solicited || st != WcStatus::kSuccess);
   }
 
+  bool invalidate(uint32_t rkey) override {
+    Rx x;
+    return rx_of(q_->self_, srqn_, &x) && revoke_window(x, rkey);
+  }
+
   uint8_t* remote_memory(uint32_t rkey, uint64_t va, uint64_t len, uint32_t need) override {
     if ((q_->self_.qp->access_flags & need) != need) return nullptr;  // the QP's own rights (IBA 10.2.4)
     Rx x;
@@ -154,7 +159,13 @@ class NetQp::Env final : public ResponderEnv, public RequesterEnv {
 
   void send(wire::Packet& p) override { q_->send(p); }
   void qp_error(AsyncEvent ev) override { q_->to_error(true, ev); }
-  void complete(const SqWqe& w, WcStatus st, uint32_t byte_len) override { q_->done_(w, st, byte_len); }
+  void complete(const SqWqe& w, WcStatus st, uint32_t byte_len) override {
+    q_->done_(w, st, byte_len);
+    if (q_->flush_rq_due_) {
+      q_->flush_rq_due_ = false;
+      q_->flush_own_rq();
+    }
+  }
   void qp_error() override { q_->to_error(false, AsyncEvent::kQpFatal); }
   void sq_drained() override {
     if (q_->drained_) q_->drained_();
@@ -452,18 +463,26 @@ void NetQp::to_error(bool async, AsyncEvent ev) {
     while (s != uint32_t(QpState::kErr) &&
            !self_.qp->state.compare_exchange_weak(s, uint32_t(QpState::kErr), std::memory_order_acq_rel)) {
     }
-    Rx x;
-    if (!self_.qp->has_srq && rx_of(self_, 0, &x) && x.rq) {
-      ClaimedRecv r;
-      uint64_t left;
-      while (rq_claim(x.seg->base, x.rq, &r, &left))
-        push_cqe(x, recv_cqe(self_, r.wr_id, WcStatus::kWrFlushErr), true);
-    }
+    // The requester completes its failed WQE next (RequesterEnv::qp_error
+    // comes first): the receives flush after that completion, so a CQ that
+    // both queues share shows the error before the flushes, as hardware
+    // orders them (a program that stops at the first bad completion sees
+    // the cause, not a flush).
+    flush_rq_due_ = true;
   }
   // What the requester still holds ends with WR_FLUSH_ERR (it completed
   // the failing WQE itself); the responder answers nothing any more.
   flushed_ = true;
   if (req_ && !req_->failed()) req_->flush();
+}
+
+void NetQp::flush_own_rq() {
+  Rx x;
+  if (self_.qp->has_srq || !rx_of(self_, 0, &x) || !x.rq) return;
+  ClaimedRecv r;
+  uint64_t left;
+  while (rq_claim(x.seg->base, x.rq, &r, &left))
+    push_cqe(x, recv_cqe(self_, r.wr_id, WcStatus::kWrFlushErr), true);
 }
 
 }  // namespace uroce::transport

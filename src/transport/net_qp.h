@@ -129,8 +129,11 @@ class NetQp {
   /// Sends the ACK held back by defer_acks, if any (caller holds mu_).
   void send_held_ack();
   /// A requester or responder error: the QP goes to ERR (receives flushed;
-  /// `async` also raises the event at the owner).
+  /// `async` also raises the event at the owner). A requester's error
+  /// flushes the receives only after its error completion (flush_rq_due_).
   void to_error(bool async, core::AsyncEvent ev);
+  /// Completes every posted receive of the QP's own queue as flushed.
+  void flush_own_rq();
 
   Config cfg_;
   core::PeerQp self_;
@@ -157,6 +160,7 @@ class NetQp {
   std::unique_ptr<UcResponder> uc_resp_;
   std::unique_ptr<UdResponder> ud_resp_;
   bool flushed_ = false;
+  bool flush_rq_due_ = false;          // see to_error
   std::function<void()> drained_;      // see drain()
   uint32_t ud_psn_ = 0;                // UD: PSNs carry no meaning, but count up as on hardware
   std::atomic<bool> ack_held_{false};  // also read without the lock (flush_acks)

@@ -30,6 +30,9 @@ Family family_of(MsgKind k) {
       return {kCompareSwap, kCompareSwap, kCompareSwap, kCompareSwap};
     case MsgKind::kFetchAdd:
       return {kFetchAdd, kFetchAdd, kFetchAdd, kFetchAdd};
+    case MsgKind::kBindMw:
+    case MsgKind::kLocalInv:
+      break;  // no packets
   }
   return {kSendFirst, kSendMiddle, kSendLast, kSendOnly};
 }

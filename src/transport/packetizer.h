@@ -22,7 +22,14 @@ enum class MsgKind : uint8_t {
   kReadResponse,
   kCompareSwap,
   kFetchAdd,
+  // Local operations (BIND_MW, LOCAL_INV): work requests that send nothing
+  // but complete in send-queue order.
+  kBindMw,
+  kLocalInv,
 };
+
+/// A local operation: no packet, no PSN.
+constexpr bool is_local(MsgKind k) { return k == MsgKind::kBindMw || k == MsgKind::kLocalInv; }
 
 /// Path MTU in bytes for an IB MTU enum (1 = 256 .. 5 = 4096); 0 if invalid.
 constexpr uint32_t pmtu_bytes(uint32_t mtu_enum) {
@@ -30,8 +37,9 @@ constexpr uint32_t pmtu_bytes(uint32_t mtu_enum) {
 }
 
 /// Packets a message of `len` bytes takes (a zero-length message takes one;
-/// a READ request, atomics: one).
+/// a READ request, atomics: one; a local operation none).
 constexpr uint32_t packets_for(MsgKind k, uint64_t len, uint32_t pmtu) {
+  if (is_local(k)) return 0;
   if (k == MsgKind::kReadRequest || k == MsgKind::kCompareSwap || k == MsgKind::kFetchAdd) return 1;
   return len == 0 ? 1 : uint32_t((len + pmtu - 1) / pmtu);
 }

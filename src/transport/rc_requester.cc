@@ -60,6 +60,18 @@ void RcRequester::post(SqWqe&& w, uint64_t now) {
     env_->complete(w, WcStatus::kLocQpOpErr, 0);
     return;
   }
+  if (is_local(w.kind)) {
+    // Done when every WQE before it is: a send queue completes in order.
+    if (q_.empty()) {
+      env_->complete(w, WcStatus::kSuccess, 0);
+      return;
+    }
+    Entry& e = q_.emplace_back();
+    e.w = std::move(w);
+    e.first_psn = next_psn_;
+    e.started = true;  // nothing to send; npsn 0
+    return;
+  }
   Entry& e = q_.emplace_back();
   e.w = std::move(w);
   if (is_atomic(e.w.kind)) e.w.len = 8;
@@ -260,6 +272,7 @@ void RcRequester::ack_through(uint32_t psn, uint64_t now) {
     q_.pop_front();
     progress = true;
   }
+  complete_local_front();
   if (progress) {
     probes_ = 0;
     retries_ = 0;
@@ -439,6 +452,13 @@ void RcRequester::reask(Entry& x) {
     send_packet(x, 0);
 }
 
+void RcRequester::complete_local_front() {
+  while (!q_.empty() && is_local(q_.front().w.kind)) {
+    env_->complete(q_.front().w, WcStatus::kSuccess, 0);
+    q_.pop_front();
+  }
+}
+
 void RcRequester::complete_answered(uint64_t now) {
   bool done = false;
   while (!q_.empty() && q_.front().answered) {
@@ -449,6 +469,7 @@ void RcRequester::complete_answered(uint64_t now) {
     done = true;
   }
   if (!done) return;
+  complete_local_front();
   retries_ = rnr_retries_ = 0;
   deadline_ = (cfg_.timeout_ns && !q_.empty() && q_.front().started) ? now + cfg_.timeout_ns : 0;
   pump(now);

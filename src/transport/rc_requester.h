@@ -128,6 +128,8 @@ class RcRequester {
   void send_packet(Entry& e, uint32_t i, bool ask_ack = false);
   void send_read(Entry& e, uint32_t from_psn_index);
   void ack_through(uint32_t psn, uint64_t now);
+  /// Local operations (BIND_MW, LOCAL_INV) now at the front complete.
+  void complete_local_front();
   /// The oldest PSN not known to be acknowledged.
   uint32_t window_base() const;
   /// The service of the requests: UC, XRC or RC.

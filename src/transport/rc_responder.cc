@@ -143,6 +143,13 @@ void RcResponder::do_send(const Packet& p, const OpInfo& info) {
     ri.has_inv = info.flags & kHasInv;
     ri.inv_rkey = p.inv_rkey;
     ri.solicited = p.bth.solicited;
+    if (ri.has_inv && !env_->invalidate(ri.inv_rkey)) {
+      // No window of this QP's by that key: the receive completes in
+      // error (as rxe completes it) and the request is invalid.
+      env_->complete_recv(recv_, WcStatus::kRemInvReqErr, 0, {});
+      fail(p.bth.psn, NakCode::kInvalidRequest, AsyncEvent::kQpReqErr);
+      return;
+    }
     msn_ = psn_add(msn_, 1);
     env_->complete_recv(recv_, WcStatus::kSuccess, uint32_t(recv_offset_), ri);
   }

@@ -64,6 +64,9 @@ class ResponderEnv {
   /// A responder error moved the QP to ERR (the environment flushes and
   /// raises the async event).
   virtual void qp_error(core::AsyncEvent ev) = 0;
+  /// A SEND with Invalidate: revokes the QP's type 2 memory window `rkey`
+  /// (IBA 10.6.7); false if it has none by that key (an invalid request).
+  virtual bool invalidate(uint32_t rkey) { return false; }
 };
 
 struct ResponderConfig {

@@ -59,6 +59,10 @@ bool opcode_ok(QpType t, WrOpcode op) {
     case WrOpcode::kAtomicFetchAndAdd:
     case WrOpcode::kSendWithInv:
       return t == QpType::kRc || t == QpType::kXrcSend;
+    case WrOpcode::kBindMw:
+    case WrOpcode::kLocalInv:
+      // Memory windows are bound and invalidated through connected QPs.
+      return t == QpType::kRc || t == QpType::kUc || t == QpType::kXrcSend;
     default:
       return false;
   }
@@ -298,8 +302,9 @@ WcStatus Qp::gather(const SendWqe& w, iovec* loc, size_t* nlp, uint64_t* lenp) {
       loc[nl++] = iovec{reinterpret_cast<void*>(s.addr), s.length};
     } else {
       const MrView* mr = mr_read_cached(ctx_->mr_entry(s.lkey), s.lkey, &local_mr_cache_);
+      // (A window's key is an R_Key only: never a local key, IBA 10.6.7.)
       if (!mr || mr->pd_id != pd_id_ || !mr_contains(*mr, s.addr, s.length) ||
-          (needs_local_write && !(mr->access & access::kLocalWrite)))
+          (mr->access & access::kWindow) || (needs_local_write && !(mr->access & access::kLocalWrite)))
         return WcStatus::kLocProtErr;
       loc[nl++] = iovec{reinterpret_cast<void*>(mr->vaddr + (s.addr - mr->iova)), s.length};
     }
@@ -315,6 +320,11 @@ WcStatus Qp::gather(const SendWqe& w, iovec* loc, size_t* nlp, uint64_t* lenp) {
 }
 
 Qp::Exec Qp::execute(const SendWqe& w, ExecOut* out) {
+  if (w.opcode == WrOpcode::kBindMw || w.opcode == WrOpcode::kLocalInv) {
+    // Local operations: the QP's own NIC acts on its context's MR table.
+    out->status = local_op(w);
+    return Exec::kDone;
+  }
   iovec loc[kLimits.max_sge];
   size_t nl = 0;
   uint64_t len = 0;
@@ -349,7 +359,11 @@ Qp::Exec Qp::execute(const SendWqe& w, ExecOut* out) {
   Resp r = Resp::kOk;
   switch (w.opcode) {
     case WrOpcode::kSend:
+      r = transport::respond_send(t, loc, nl, len, m, &rnr);
+      break;
     case WrOpcode::kSendWithInv:
+      m.has_inv = true;
+      m.inv_rkey = w.imm;
       r = transport::respond_send(t, loc, nl, len, m, &rnr);
       break;
     case WrOpcode::kSendWithImm:
@@ -402,6 +416,11 @@ Qp::Exec Qp::execute(const SendWqe& w, ExecOut* out) {
       return Exec::kDone;
   }
   return Exec::kDone;
+}
+
+WcStatus Qp::local_op(const SendWqe& w) {
+  if (w.opcode == WrOpcode::kLocalInv) return ctx_->local_invalidate(w.imm, pd_id_);
+  return ctx_->bind_window(w.bind, pd_id_, qpn_);
 }
 
 }  // namespace uroce::core

@@ -32,6 +32,7 @@ bool rx_of(const PeerQp& t, uint32_t xrc_srqn, Rx* rx) {
     rx->rq = t.rq;
     rx->cq = t.rcq;
     rx->pd_id = t.qp->pd_id;
+    rx->qpn = t.qpn;
     if (!t.qp->has_srq) rx->rq_tail_seen = &t.rq_tail_seen;  // an SRQ needs exact counts (limit event)
     rx->cq_head_seen = &t.cq_head_seen;
     rx->mr_cache = &t.mr_cache;
@@ -43,6 +44,7 @@ bool rx_of(const PeerQp& t, uint32_t xrc_srqn, Rx* rx) {
   rx->rq = s->rq;
   rx->cq = reinterpret_cast<CqRing*>(s->seg->base + s->rq->cq_off);
   rx->pd_id = s->rq->pd_id;
+  rx->qpn = t.qpn;
   return true;
 }
 
@@ -56,9 +58,16 @@ const MrView* target_mr(const Rx& x, uint32_t key, uint64_t addr, uint64_t len, 
     mr = mr_read_cached(e, key, x.mr_cache);
   else if (!mr_read(e, key, buf))
     mr = nullptr;
-  if (!mr || mr->pd_id != x.pd_id || (mr->access & need) != need || !mr_contains(*mr, addr, len))
+  if (!mr || mr->pd_id != x.pd_id || (mr->access & need) != need || !mr_contains(*mr, addr, len) ||
+      ((mr->access & access::kWindow2) && mr->win_qpn != x.qpn))
     return nullptr;
   return mr;
+}
+
+bool revoke_window(const Rx& x, uint32_t rkey) {
+  const SegHeader* h = x.seg->header();
+  auto* e = reinterpret_cast<MrEntry*>(x.seg->base + h->mr_table_off) + key_slot(rkey);
+  return mr_revoke_window(e, rkey, x.pd_id, x.qpn);
 }
 
 /// This process's address of [va, va+len) of the validated region `mr`
@@ -186,6 +195,13 @@ Resp respond_send(const PeerQp& t, const iovec* src, size_t nsrc, uint64_t len, 
     target_error(t, AsyncEvent::kQpReqErr);
     return Resp::kRemInvReq;
   }
+  if (m.has_inv && !revoke_window(x, m.inv_rkey)) {
+    // No window of the receiver's to invalidate: an invalid request (the
+    // receive completes as rxe completes it).
+    push_cqe(x, recv_cqe(t, r.wr_id, WcStatus::kRemInvReqErr), true);
+    target_error(t, AsyncEvent::kQpReqErr);
+    return Resp::kRemInvReq;
+  }
   // Trim the scatter list to what arrives.
   uint64_t left = need;
   size_t used = 0;
@@ -203,6 +219,9 @@ Resp respond_send(const PeerQp& t, const iovec* src, size_t nsrc, uint64_t len, 
   if (m.has_imm) {
     c.imm = m.imm;
     c.wc_flags |= wc_flags::kWithImm;
+  } else if (m.has_inv) {
+    c.imm = m.inv_rkey;  // ibv_wc.invalidated_rkey
+    c.wc_flags |= wc_flags::kWithInv;
   }
   if (m.with_grh) {
     c.wc_flags |= wc_flags::kGrh;

@@ -30,6 +30,8 @@ struct RecvMeta {
   bool with_grh;       // UD: a 40-byte GRH precedes the payload
   const uint8_t* grh;  // 40 bytes when with_grh
   uint32_t xrc_srqn;   // XRC: the SRQ (at the target) this message names
+  bool has_inv;        // SEND with Invalidate: revoke the target's window inv_rkey
+  uint32_t inv_rkey;
 };
 
 struct RnrInfo {

@@ -239,6 +239,12 @@ ibv_cq_ex* op_create_cq_ex(ibv_context* ctx, ibv_cq_init_attr_ex* attr) {
     errno = EOPNOTSUPP;
     return nullptr;
   }
+  // A CQ may name a parent domain (its thread domain, its allocators), not a plain PD.
+  if ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD) &&
+      (!attr->parent_domain || !upd(attr->parent_domain)->protection)) {
+    errno = EINVAL;
+    return nullptr;
+  }
   UCq* c = create_cq_common(ctx, attr->cqe, attr->cq_context, attr->channel, int(attr->comp_vector),
                             attr->wc_flags);
   return c ? &c->ex : nullptr;

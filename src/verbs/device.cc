@@ -9,6 +9,7 @@
 #include <mutex>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "core/control_client.h"
 #include "core/limits.h"
@@ -215,7 +216,8 @@ static void fill_device_attr(UDevice* d, ibv_device_attr* a) {
   a->max_qp_wr = int(kLimits.max_qp_wr);
   a->device_cap_flags = IBV_DEVICE_BAD_PKEY_CNTR | IBV_DEVICE_BAD_QKEY_CNTR | IBV_DEVICE_SYS_IMAGE_GUID |
                         IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_N_NOTIFY_CQ | IBV_DEVICE_XRC |
-                        IBV_DEVICE_PORT_ACTIVE_EVENT | IBV_DEVICE_CHANGE_PHY_PORT;
+                        IBV_DEVICE_PORT_ACTIVE_EVENT | IBV_DEVICE_CHANGE_PHY_PORT | IBV_DEVICE_MEM_WINDOW |
+                        IBV_DEVICE_MEM_WINDOW_TYPE_2B;
   a->max_sge = int(kLimits.max_sge);
   a->max_sge_rd = int(kLimits.max_sge_rd);
   a->max_cq = int(kLimits.max_cq);
@@ -230,7 +232,7 @@ static void fill_device_attr(UDevice* d, ibv_device_attr* a) {
   a->atomic_cap = IBV_ATOMIC_HCA;
   a->max_ee = 0;
   a->max_rdd = 0;
-  a->max_mw = 0;
+  a->max_mw = int(kLimits.max_mr);  // windows take MR-table slots
   a->max_raw_ipv6_qp = 0;
   a->max_raw_ethy_qp = 0;
   // Multicast groups are joined on the network link (core/qp_net.cc).
@@ -265,10 +267,35 @@ int op_query_device_ex(ibv_context* ctx, const ibv_query_device_ex_input* in, ib
   ex.completion_timestamp_mask = ~uint64_t(0);
   ex.hca_core_clock = kLimits.hca_core_clock_khz;
   ex.device_cap_flags_ex = ex.orig_attr.device_cap_flags;
-  ex.max_dm_size = 0;
-  ex.odp_caps.general_caps = 0;
+  ex.max_dm_size = kLimits.max_dm_size;
+  // On-demand paging (core/context.cc share_pages): every transport, and
+  // implicit regions (the whole address space, local access).
+  constexpr uint32_t kOdpAll = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_WRITE |
+                               IBV_ODP_SUPPORT_READ | IBV_ODP_SUPPORT_ATOMIC | IBV_ODP_SUPPORT_SRQ_RECV;
+  ex.odp_caps.general_caps = IBV_ODP_SUPPORT | IBV_ODP_SUPPORT_IMPLICIT;
+  ex.odp_caps.per_transport_caps.rc_odp_caps = kOdpAll;
+  ex.odp_caps.per_transport_caps.uc_odp_caps =
+      IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_WRITE;
+  ex.odp_caps.per_transport_caps.ud_odp_caps =
+      IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_SRQ_RECV;
+  ex.xrc_odp_caps = kOdpAll;
   ex.phys_port_cnt_ex = 1;
   memcpy(attr, &ex, std::min(attr_len, sizeof(ex)));
+  return 0;
+}
+
+/// ibv_query_rt_values_ex: the device clock that stamps completions
+/// (IBV_WC_EX_WITH_COMPLETION_TIMESTAMP), in its units (ns: hca_core_clock
+/// is 1 GHz), as mlx5 reports it: tv_sec 0, the count in tv_nsec.
+int op_query_rt_values(ibv_context*, ibv_values_ex* values) {
+  if (values->comp_mask & ~uint32_t(IBV_VALUES_MASK_RAW_CLOCK)) return EINVAL;
+  const uint32_t asked = values->comp_mask;
+  values->comp_mask = 0;
+  if (asked & IBV_VALUES_MASK_RAW_CLOCK) {
+    values->raw_clock.tv_sec = 0;
+    values->raw_clock.tv_nsec = long(now_ns());
+    values->comp_mask = IBV_VALUES_MASK_RAW_CLOCK;
+  }
   return 0;
 }
 

@@ -13,6 +13,7 @@
 #include "core/context.h"
 #include "core/cq.h"
 #include "core/device_info.h"
+#include "core/device_memory.h"
 #include "core/qp.h"
 #include "core/srq.h"
 #include "core/types.h"
@@ -35,16 +36,39 @@ struct UContext {
   std::unique_ptr<core::Context> core;
 };
 
+struct UTd {
+  ibv_td td;
+  std::atomic<int> refs{0};  // parent domains using it (dealloc -> EBUSY)
+};
+
+/// A protection domain, or a parent domain (ibv_alloc_parent_domain) that
+/// stands for the protection domain it extends: same id, so whatever is
+/// created through either shares one PD.
 struct UPd {
   ibv_pd pd;
   uint32_t id;
-  std::atomic<int> refs{0};  // MRs, QPs, SRQs, AHs (dealloc -> EBUSY)
+  std::atomic<int> refs{0};   // MRs, QPs, SRQs, AHs, parent domains (dealloc -> EBUSY)
+  UPd* protection = nullptr;  // parent domain: the PD it extends
+  UTd* td = nullptr;          // parent domain: its thread domain, if any
 };
+
+struct UDm {
+  ibv_dm dm;
+  std::unique_ptr<core::DeviceMemory> core;
+};
+inline UDm* udm(ibv_dm* d) { return reinterpret_cast<UDm*>(d); }
 
 struct UMr {
   ibv_mr mr;
   UPd* upd;
+  UDm* dm = nullptr;  // ibv_reg_dm_mr: the device memory it maps
 };
+
+struct UMw {
+  ibv_mw mw;  // handle: the key the window was allocated with (its slot)
+  UPd* upd;
+};
+inline UMw* umw(ibv_mw* m) { return reinterpret_cast<UMw*>(m); }
 
 struct UChannel {
   ibv_comp_channel ch;
@@ -134,6 +158,7 @@ int op_post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad);
 int op_post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad);
 int op_post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad);
 int op_query_port(ibv_context* ctx, uint8_t port, ibv_port_attr* attr, size_t attr_len);
+int op_query_rt_values(ibv_context* ctx, ibv_values_ex* values);
 int op_query_device_ex(ibv_context* ctx, const ibv_query_device_ex_input* in, ibv_device_attr_ex* attr,
                        size_t attr_len);
 ibv_cq_ex* op_create_cq_ex(ibv_context* ctx, ibv_cq_init_attr_ex* attr);
@@ -143,5 +168,19 @@ ibv_srq* op_create_srq_ex(ibv_context* ctx, ibv_srq_init_attr_ex* attr);
 int op_get_srq_num(ibv_srq* srq, uint32_t* srq_num);
 ibv_xrcd* op_open_xrcd(ibv_context* ctx, ibv_xrcd_init_attr* attr);
 int op_close_xrcd(ibv_xrcd* xrcd);
+ibv_td* op_alloc_td(ibv_context* ctx, ibv_td_init_attr* attr);
+int op_dealloc_td(ibv_td* td);
+ibv_pd* op_alloc_parent_domain(ibv_context* ctx, ibv_parent_domain_init_attr* attr);
+ibv_mw* op_alloc_mw(ibv_pd* pd, ibv_mw_type type);
+int op_dealloc_mw(ibv_mw* mw);
+int op_bind_mw(ibv_qp* qp, ibv_mw* mw, ibv_mw_bind* bind);
+/// What binding `mw` to `info` under `new_key` asks of the core (mw.cc).
+core::Context::WindowBind window_bind(const ibv_mw* mw, uint32_t new_key, const ibv_mw_bind_info& info);
+int op_advise_mr(ibv_pd* pd, ibv_advise_mr_advice advice, uint32_t flags, ibv_sge* sg_list, uint32_t num_sge);
+ibv_dm* op_alloc_dm(ibv_context* ctx, ibv_alloc_dm_attr* attr);
+int op_free_dm(ibv_dm* dm);
+ibv_mr* op_reg_dm_mr(ibv_pd* pd, ibv_dm* dm, uint64_t dm_offset, size_t length, unsigned int access);
+/// Registers [addr, addr+length) addressed from `iova` (pd_mr.cc); errno on failure.
+ibv_mr* reg_mr_common(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned int access);
 
 }  // namespace uroce::verbs

@@ -23,7 +23,6 @@ int check_access(unsigned access) {
   if (access & ~kKnownAccess) return EINVAL;
   if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) && !(access & IBV_ACCESS_LOCAL_WRITE))
     return EINVAL;
-  if (access & (IBV_ACCESS_ON_DEMAND | IBV_ACCESS_MW_BIND)) return EOPNOTSUPP;
   return 0;
 }
 
@@ -40,8 +39,54 @@ UROCE_EXPORT ibv_pd* ibv_alloc_pd(ibv_context* context) {
 UROCE_EXPORT int ibv_dealloc_pd(ibv_pd* pd) {
   UPd* p = upd(pd);
   if (p->refs.load()) return EBUSY;
+  if (p->protection) p->protection->refs--;
+  if (p->td) p->td->refs--;
   delete p;
   return 0;
+}
+
+/// ibv_alloc_td: a thread domain is a promise that one thread uses what is
+/// created with it. uroce takes its locks anyway; the object only groups.
+ibv_td* op_alloc_td(ibv_context* ctx, ibv_td_init_attr* attr) {
+  if (attr->comp_mask) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  auto* t = new UTd();
+  t->td.context = ctx;
+  return &t->td;
+}
+
+int op_dealloc_td(ibv_td* td) {
+  auto* t = reinterpret_cast<UTd*>(td);
+  if (t->refs.load()) return EBUSY;
+  delete t;
+  return 0;
+}
+
+/// ibv_alloc_parent_domain: a PD with a thread domain and custom allocators
+/// for the provider's buffers. uroce's queues live in the context's shared
+/// segment, where peers map them, so it never calls the allocators: as if
+/// each returned IBV_ALLOCATOR_USE_DEFAULT (the man page leaves the use of
+/// both to the provider).
+ibv_pd* op_alloc_parent_domain(ibv_context* ctx, ibv_parent_domain_init_attr* attr) {
+  constexpr uint32_t kKnown = IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS | IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT;
+  if (!attr->pd || (attr->comp_mask & ~kKnown) || upd(attr->pd)->protection ||
+      ((attr->comp_mask & IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS) && (!attr->alloc || !attr->free))) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  UPd* base = upd(attr->pd);
+  auto* p = new UPd();
+  memset(&p->pd, 0, sizeof(p->pd));
+  p->pd.context = ctx;
+  p->pd.handle = base->pd.handle;
+  p->id = base->id;
+  p->protection = base;
+  p->td = attr->td ? reinterpret_cast<UTd*>(attr->td) : nullptr;
+  base->refs++;
+  if (p->td) p->td->refs++;
+  return &p->pd;
 }
 
 UROCE_EXPORT ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t length, uint64_t iova,
@@ -50,12 +95,24 @@ UROCE_EXPORT ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t length, uin
     errno = e;
     return nullptr;
   }
+  if (!addr && length == SIZE_MAX && (access & IBV_ACCESS_ON_DEMAND)) {
+    // An implicit on-demand region: the whole address space, for this
+    // process's own work requests only (remote access is not offered).
+    if (access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC)) {
+      errno = EOPNOTSUPP;
+      return nullptr;
+    }
+    return reg_mr_common(pd, nullptr, SIZE_MAX, 0, access & ~uint32_t(IBV_ACCESS_OPTIONAL_RANGE));
+  }
   if (length == 0 || length > core::kLimits.max_mr_size || (!addr && length)) {
     errno = EINVAL;
     return nullptr;
   }
   // Optional-range bits (relaxed ordering, ...) are hints: dropped silently.
-  access &= ~uint32_t(IBV_ACCESS_OPTIONAL_RANGE);
+  return reg_mr_common(pd, addr, length, iova, access & ~uint32_t(IBV_ACCESS_OPTIONAL_RANGE));
+}
+
+ibv_mr* reg_mr_common(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned int access) {
   UPd* p = upd(pd);
   UContext* c = uctx(pd->context);
   // Zero-based MRs address the region from 0.
@@ -92,6 +149,7 @@ UROCE_EXPORT int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, siz
     return IBV_REREG_MR_ERR_INPUT;
   if (!flags) return IBV_REREG_MR_ERR_INPUT;
   UMr* m = umr(mr);
+  if (m->dm) return IBV_REREG_MR_ERR_INPUT;  // a device-memory MR stays as registered (as the kernel)
   UPd* np = (flags & IBV_REREG_MR_CHANGE_PD) ? upd(pd) : m->upd;
   if (!np) return IBV_REREG_MR_ERR_INPUT;
   void* naddr = (flags & IBV_REREG_MR_CHANGE_TRANSLATION) ? addr : mr->addr;
@@ -118,9 +176,31 @@ UROCE_EXPORT int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, siz
 
 UROCE_EXPORT int ibv_dereg_mr(ibv_mr* mr) {
   UMr* m = umr(mr);
-  uctx(mr->context)->core->dereg_mr(mr->lkey);
+  if (int e = uctx(mr->context)->core->dereg_mr(mr->lkey).err()) return e;  // windows bound over it
   m->upd->refs--;
+  if (m->dm) m->dm->core->refs--;
   delete m;
+  return 0;
+}
+
+/// ibv_advise_mr (verbs_context op): prefetches ranges of on-demand regions,
+/// with the errors its man page lists.
+int op_advise_mr(ibv_pd* pd, ibv_advise_mr_advice advice, uint32_t flags, ibv_sge* sg_list,
+                 uint32_t num_sge) {
+  if (flags & ~uint32_t(IBV_ADVISE_MR_FLAG_FLUSH)) return EINVAL;
+  if (advice != IBV_ADVISE_MR_ADVICE_PREFETCH && advice != IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE &&
+      advice != IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT)
+    return EOPNOTSUPP;
+  if (!sg_list || num_sge == 0) return EINVAL;
+  // Done before returning, so IBV_ADVISE_MR_FLAG_FLUSH (wait) holds either way.
+  core::Context* c = uctx(pd->context)->core.get();
+  for (uint32_t i = 0; i < num_sge; ++i) {
+    const ibv_sge& s = sg_list[i];
+    Status st =
+        c->prefetch_mr(upd(pd)->id, s.lkey, s.addr, s.length, advice == IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE,
+                       advice != IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT);
+    if (!st.is_ok()) return st.err();
+  }
   return 0;
 }
 

@@ -54,7 +54,8 @@ namespace {
 constexpr uint64_t kSupportedSendOps = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM |
                                        IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM |
                                        IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
-                                       IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_SEND_WITH_INV;
+                                       IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_SEND_WITH_INV |
+                                       IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_LOCAL_INV;
 
 ibv_qp* create_qp_common(ibv_context* ctx, ibv_qp_init_attr_ex* a) {
   const bool xrc_ini = a->qp_type == IBV_QPT_XRC_SEND, xrc_tgt = a->qp_type == IBV_QPT_XRC_RECV;
@@ -179,7 +180,9 @@ UROCE_EXPORT ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* attr) {
 }
 
 ibv_qp* op_create_qp_ex(ibv_context* ctx, ibv_qp_init_attr_ex* attr) {
-  constexpr uint32_t kKnown = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_XRCD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+  // CREATE_FLAGS is understood: no flag is supported (below), but an empty set is no request.
+  constexpr uint32_t kKnown = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_XRCD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS |
+                              IBV_QP_INIT_ATTR_CREATE_FLAGS;
   if (attr->comp_mask & ~kKnown) {
     errno = EOPNOTSUPP;
     return nullptr;
@@ -192,7 +195,7 @@ ibv_qp* op_create_qp_ex(ibv_context* ctx, ibv_qp_init_attr_ex* attr) {
     errno = EOPNOTSUPP;
     return nullptr;
   }
-  if (attr->create_flags) {
+  if ((attr->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && attr->create_flags) {
     errno = EOPNOTSUPP;
     return nullptr;
   }
@@ -303,6 +306,19 @@ int post_send_one(UQp* q, const ibv_send_wr* wr) {
   w.num_sge = uint32_t(wr->num_sge);
   w.sge = reinterpret_cast<const core::Sge*>(wr->sg_list);
   switch (wr->opcode) {
+    case IBV_WR_BIND_MW:
+      // A type 2 window bound to the key the WR names (a type 1 window too,
+      // as libmlx5 takes it); the window answers to that key once posted.
+      if (!wr->bind_mw.mw) return EINVAL;
+      w.bind = window_bind(wr->bind_mw.mw, wr->bind_mw.rkey, wr->bind_mw.bind_info);
+      w.num_sge = 0;
+      if (int e = q->core->post_send(w).err()) return e;
+      wr->bind_mw.mw->rkey = wr->bind_mw.rkey;
+      return 0;
+    case IBV_WR_LOCAL_INV:
+      w.imm = wr->invalidate_rkey;
+      w.num_sge = 0;
+      break;
     case IBV_WR_ATOMIC_CMP_AND_SWP:
     case IBV_WR_ATOMIC_FETCH_AND_ADD:
       w.remote_addr = wr->wr.atomic.remote_addr;
@@ -355,7 +371,9 @@ int op_post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
 
 UROCE_EXPORT ibv_ah* ibv_create_ah(ibv_pd* pd, ibv_ah_attr* attr) {
   UContext* c = uctx(pd->context);
-  if (attr->port_num != 1 || (attr->is_global && attr->grh.sgid_index >= c->udev->info.num_gids)) {
+  // Every port is RoCE, whose packets route by the GRH (IBA A17.4.5.1): an
+  // AH without one is EINVAL, as the kernel answers for rxe and mlx5.
+  if (attr->port_num != 1 || !attr->is_global || attr->grh.sgid_index >= c->udev->info.num_gids) {
     errno = EINVAL;
     return nullptr;
   }

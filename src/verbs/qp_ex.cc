@@ -101,10 +101,13 @@ void wr_atomic_fetch_add(ibv_qp_ex* qp, uint32_t rkey, uint64_t addr, uint64_t a
   w.wr.atomic.remote_addr = addr;
   w.wr.atomic.compare_add = add;
 }
-void wr_unsupported_mw(ibv_qp_ex* qp, ibv_mw*, uint32_t, const ibv_mw_bind_info*) {
-  batch(qp).err = EOPNOTSUPP;
+void wr_bind_mw(ibv_qp_ex* qp, ibv_mw* mw, uint32_t rkey, const ibv_mw_bind_info* info) {
+  ibv_send_wr& w = new_wr(qp, IBV_WR_BIND_MW);
+  w.bind_mw.mw = mw;
+  w.bind_mw.rkey = rkey;
+  w.bind_mw.bind_info = *info;
 }
-void wr_unsupported_inv(ibv_qp_ex* qp, uint32_t) { batch(qp).err = EOPNOTSUPP; }
+void wr_local_inv(ibv_qp_ex* qp, uint32_t rkey) { new_wr(qp, IBV_WR_LOCAL_INV).invalidate_rkey = rkey; }
 void wr_unsupported_tso(ibv_qp_ex* qp, void*, uint16_t, uint16_t) { batch(qp).err = EOPNOTSUPP; }
 void wr_unsupported_atomic_write(ibv_qp_ex* qp, uint32_t, uint64_t, const void*) {
   batch(qp).err = EOPNOTSUPP;
@@ -149,8 +152,8 @@ void init_qp_ex_ops(UQp* q) {
   ibv_qp_ex& e = q->ex;
   e.wr_atomic_cmp_swp = wr_atomic_cmp_swp;
   e.wr_atomic_fetch_add = wr_atomic_fetch_add;
-  e.wr_bind_mw = wr_unsupported_mw;
-  e.wr_local_inv = wr_unsupported_inv;
+  e.wr_bind_mw = wr_bind_mw;
+  e.wr_local_inv = wr_local_inv;
   e.wr_rdma_read = wr_rdma_read;
   e.wr_rdma_write = wr_rdma_write;
   e.wr_rdma_write_imm = wr_rdma_write_imm;

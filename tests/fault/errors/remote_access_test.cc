@@ -80,7 +80,7 @@ TEST_P(RemoteAccess, RemAccessErrThenQpInErrAndFlush) {
   uint32_t len = 64;
   switch (c.bad) {
     case Bad::kRkey:
-      rkey ^= 0x5a5a0000u;
+      rkey ^= 0x5a000000u;
       break;
     case Bad::kPastEnd:
       raddr = p_.b.addr(kWin + kWinLen) - 32;
@@ -183,7 +183,7 @@ TEST_F(RemoteAccessChain, WrsPostedTogetherBehindTheFailingOneAreFlushed) {
     w[i].wr.rdma.rkey = p_.b.mr->rkey;
     w[i].next = i < 2 ? &w[i + 1] : nullptr;
   }
-  w[0].wr.rdma.rkey ^= 0x5a5a0000u;
+  w[0].wr.rdma.rkey ^= 0x5a000000u;
   ibv_send_wr* bad = nullptr;
   ASSERT_EQ(ibv_post_send(p_.a.qp, w, &bad), 0);
   auto wc = poll_n(p_.a.send_cq, 3);

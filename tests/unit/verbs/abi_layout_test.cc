@@ -68,10 +68,9 @@ TEST_F(AbiLayout, UnimplementedExtendedVerbsFailCleanly) {
   ibv_wq_init_attr wa{};
   EXPECT_EQ(ibv_create_wq(ctx_, &wa), nullptr);
   EXPECT_EQ(errno, EOPNOTSUPP);
-  ibv_alloc_dm_attr da{};
-  da.length = 64;
+  ibv_counters_init_attr ca{};
   errno = 0;
-  EXPECT_EQ(ibv_alloc_dm(ctx_, &da), nullptr);
+  EXPECT_EQ(ibv_create_counters(ctx_, &ca), nullptr);
   EXPECT_EQ(errno, EOPNOTSUPP);
 }
 
