@@ -56,7 +56,7 @@ TEST_F(DeviceAttr, RealTimeValuesShareTheCompletionClock) {
   ibv_pd* pd = ibv_alloc_pd(ctx_);
   ibv_cq_init_attr_ex ca{};
   ca.cqe = 4;
-  ca.wc_flags = IBV_WC_STANDARD_FLAGS | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP;
+  ca.wc_flags = uint64_t(IBV_WC_STANDARD_FLAGS) | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP;
   ibv_cq_ex* cq = ibv_create_cq_ex(ctx_, &ca);
   ASSERT_TRUE(pd && cq);
   ibv_qp_init_attr ia{};

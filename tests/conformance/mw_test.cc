@@ -47,7 +47,9 @@ class MemoryWindow : public VerbsTest {
     auto wc = local_done();
     if (!wc) return IBV_WC_GENERAL_ERR;
     EXPECT_EQ(wc->wr_id, 7u);
-    if (wc->status == IBV_WC_SUCCESS) EXPECT_EQ(wc->opcode, IBV_WC_BIND_MW);
+    if (wc->status == IBV_WC_SUCCESS) {
+      EXPECT_EQ(wc->opcode, IBV_WC_BIND_MW);
+    }
     return wc->status;
   }
   RcPair p_;
