@@ -8,13 +8,13 @@
 # uroce_br0, GID 1). The programs are the Debian ones on both sides, except
 # the multicast peer.
 #
-#   loss_out_*, loss_in_*  RC perftest (ib_send_lat, ib_read_lat,
-#               ib_write_bw, ib_read_bw) while nftables in rxeq drops LOSS %
+#   loss_out_*, loss_in_*  RC perftest (ib_send_lat, ib_write_bw,
+#               ib_read_bw) while nftables in rxeq drops LOSS %
 #               (default 3) of the UDP 4791 packets the host sends (hook
 #               output) or receives (hook input): uroce retransmits to rxe
 #               and answers rxe's retransmissions
-#   qp4_*       perftest bandwidth over 4 QPs (-q 4)
-#   bidir_*     perftest bandwidth both ways at once (-b)
+#   qp4_*       perftest bandwidth over 4 QPs (-q 4: write, read)
+#   bidir_*     perftest bandwidth both ways at once (-b: send, write)
 #   mcast       UD multicast (ibv_attach_mcast, group 239.7.7.7):
 #               rxe_mcast_peer (tests/interop/tests.cmake) in the guest on
 #               rxe and on the host on uroce, 20 datagrams checked by the
@@ -56,9 +56,10 @@ export RXEQ_EXTRA=$peer
 out=$RXEQ_CACHE/uroce-cases
 mkdir -p "$out"
 
-all="loss_out_send_lat loss_out_read_lat loss_out_write_bw loss_out_read_bw
-     loss_in_send_lat loss_in_read_lat loss_in_write_bw loss_in_read_bw
-     qp4_send_bw qp4_write_bw qp4_read_bw bidir_send_bw bidir_write_bw bidir_read_bw mcast"
+# Any other loss_{out,in}_, qp4_ or bidir_ + a perftest tool's suffix
+# (e.g. qp4_send_bw) runs too when named.
+all="loss_out_send_lat loss_out_write_bw loss_out_read_bw loss_in_send_lat loss_in_write_bw loss_in_read_bw
+     qp4_write_bw qp4_read_bw bidir_send_bw bidir_write_bw mcast"
 # shellcheck disable=SC2086 # a list of words
 (($#)) || set -- $all
 
