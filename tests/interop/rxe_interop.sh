@@ -41,19 +41,32 @@ if ! "$harness/up.sh" --name boot-check --timeout 120 true >/dev/null 2>&1; then
   exit 77
 fi
 
+# Each part runs as a background job, so that a TERM (test.sh's timeout)
+# interrupts the wait at once: the part is stopped (its own trap stops what
+# it started), then whatever still runs in the namespace.
+part=
 # shellcheck disable=SC2317 # called through the trap
 cleanup() {
   local pid
+  [[ -n $part ]] && kill "$part" 2>/dev/null && sleep 1
   for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$pid" 2>/dev/null; done
   "$harness/netns.sh" down "$ns" >/dev/null 2>&1
 }
 trap cleanup EXIT
 trap 'exit 1' INT TERM
+run_part() {
+  "$@" &
+  part=$!
+  wait "$part"
+  local r=$?
+  part=
+  return "$r"
+}
 
 rc=0
 echo "-- [$SECONDS s] the harness's cases: test-uroce-rxe.sh (captures in $RXEQ_CACHE/uroce-rxe)"
-"$harness/test-uroce-rxe.sh" "$build/lib" || rc=1
+run_part "$harness/test-uroce-rxe.sh" "$build/lib" || rc=1
 echo "-- [$SECONDS s] our cases: rxe_cases.sh (captures in $RXEQ_CACHE/uroce-cases)"
-bash "$here/rxe_cases.sh" "$build/lib" "$build/bin/rxe_mcast_peer" || rc=1
+run_part bash "$here/rxe_cases.sh" "$build/lib" "$build/bin/rxe_mcast_peer" || rc=1
 echo "-- [$SECONDS s] rxe interop: $( ((rc == 0)) && echo passed || echo FAILED)"
 exit "$rc"
