@@ -236,6 +236,7 @@ run_case() {  # run_case CASE DIR
   sleep 0.5
   kill "$tp" 2>/dev/null
   wait "$tp" 2>/dev/null
+  pids=() # all waited for: no stale process ids for the cleanup to kill
   n=$(tcpdump -nr "$pcap" 2>/dev/null | wc -l)
   if [[ ! -f $checker ]]; then
     chk="roce_check step skipped: no $checker (../shared absent)"
