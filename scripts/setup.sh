@@ -30,6 +30,11 @@ packages=(
   ucx-utils openmpi-bin libopenmpi-dev
   # style checks (.clang-format, .clang-tidy); clang + libFuzzer for the fuzz targets
   clang-format clang-tidy clang
+  # the interop tests against the kernel's Soft-RoCE (tests/interop): the qemu
+  # guest and what ../shared/interop/rxe-qemu/build-initramfs.sh puts in its
+  # image (rxe's verbs provider, rdma-core's tools, busybox, tcpdump, ...)
+  qemu-system-x86 busybox-static rdma-core ibverbs-providers rdmacm-utils
+  tcpdump netcat-openbsd cpio kmod gzip
   # callers' extra packages
   "$@"
 )

@@ -2,14 +2,20 @@
 # The whole test run (what CI runs through .ci/run):
 #   1. scripts/setup.sh (Debian packages);
 #   2. `build`: configure, build, run every CTest test (all tiers);
-#   3. `build-asan` (-DUROCE_SANITIZE=ON, ASan+UBSan): build and run the
+#   3. interop with the kernel's Soft-RoCE (tests/interop/rxe_interop.sh:
+#      ../shared's qemu harness, then our own cases), in the background: the
+#      TCG guest keeps about one core busy, so it runs beside phases 4 and 5
+#      (compilers, mostly) and its output comes last;
+#   4. `build-asan` (-DUROCE_SANITIZE=ON, ASan+UBSan): build and run the
 #      GoogleTest tiers (conformance's included) and the fuzz corpus
 #      replays, minus the tests labelled `debian` (they load our
 #      instrumented library into uninstrumented Debian binaries, which ASan
 #      does not support: the pyverbs suite among them);
-#   4. `build-fuzz` (clang, -DUROCE_FUZZ=ON): the libFuzzer targets, each run
+#   5. `build-fuzz` (clang, -DUROCE_FUZZ=ON): the libFuzzer targets, each run
 #      for a bounded time (UROCE_FUZZ_SECONDS, default 30) from its corpus.
-# Every phase runs even if an earlier one fails; exits non-zero if anything failed.
+# Every phase runs even if an earlier one fails; exits non-zero if anything
+# failed. A phase that cannot run here (the interop without root, qemu or
+# ../shared) says so in one line and counts as skipped.
 # Bounded: every build and test run has a timeout; CTest kills a test at its
 # TIMEOUT property (default 300 s here for any test without one).
 # Extra CMake arguments for both trees: UROCE_CMAKE_ARGS (e.g.
@@ -42,11 +48,15 @@ bash scripts/setup.sh
 failed=()
 
 log "build (build)"
+interop_pid=
 if configure_and_build "$root/build" -DUROCE_SANITIZE=OFF; then
   log "ctest: all tests (build)"
   if ! timeout 1200 ctest --test-dir "$root/build" --output-on-failure -j"$jobs" --timeout 300; then
     failed+=("ctest in build")
   fi
+  log "interop with kernel rxe: started in the background (output at the end)"
+  timeout 2400 bash tests/interop/rxe_interop.sh "$root/build" >"$root/build/rxe_interop.log" 2>&1 &
+  interop_pid=$!
 else
   failed+=("build")
 fi
@@ -75,11 +85,19 @@ fi
 if timeout 300 cmake -S "$root" -B "$root/build-fuzz" "${fuzz_args[@]}" ${UROCE_CMAKE_ARGS:-} &&
   timeout 600 cmake --build "$root/build-fuzz" --target fuzz_all; then
   log "ctest: fuzz (build-fuzz)"
-  if ! timeout 1200 ctest --test-dir "$root/build-fuzz" --output-on-failure -L fuzz; then
+  if ! timeout 1200 ctest --test-dir "$root/build-fuzz" --output-on-failure -j"$jobs" -L fuzz; then
     failed+=("fuzzing in build-fuzz")
   fi
 else
   failed+=("build-fuzz")
+fi
+
+if [[ -n $interop_pid ]]; then
+  log "interop with kernel rxe (tests/interop/rxe_interop.sh): waiting for it"
+  rc=0
+  wait "$interop_pid" || rc=$?
+  cat "$root/build/rxe_interop.log"
+  ((rc == 0 || rc == 77)) || failed+=("rxe interop")
 fi
 
 log "done"

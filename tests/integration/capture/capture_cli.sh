@@ -3,11 +3,11 @@
 # link on 127.0.0.1 (UROCE_LINK=udp): the merged file holds every packet
 # twice (as sent and as received: both processes are on this host; but see
 # pair_frames.py for the end of a flow), in time order, and passes
-# ../shared/wire/roce_check.py and tshark; with
-# --sent-only it holds each packet once.
+# ../shared/wire/roce_check.py and tshark (a step skipped, with one line
+# saying so, without ../shared); with --sent-only it holds each packet once.
 #
 # Usage: capture_cli.sh UROCE_TOOL PORT
-# Exit: 0 pass, 1 fail, 77 skipped (ibv_rc_pingpong, tshark or the checker missing).
+# Exit: 0 pass, 1 fail, 77 skipped (ibv_rc_pingpong or tshark missing).
 set -u
 tool=$1
 port=$2
@@ -15,7 +15,11 @@ here=$(dirname "${BASH_SOURCE[0]}")
 wire_dir=${UROCE_SHARED_WIRE:-$here/../../../../shared/wire}
 command -v ibv_rc_pingpong >/dev/null || { echo "SKIP: ibv_rc_pingpong not installed"; exit 77; }
 command -v tshark >/dev/null || { echo "SKIP: tshark not installed"; exit 77; }
-[[ -f $wire_dir/roce_check.py ]] || { echo "SKIP: no $wire_dir/roce_check.py"; exit 77; }
+checkers=1
+if [[ ! -f $wire_dir/roce_check.py ]]; then
+  checkers=0
+  echo "SKIP step: roce_check.py and tshark_roce.sh on the merged captures: no $wire_dir (../shared absent)"
+fi
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/uroce-capture-test.XXXXXX")
 trap 'rm -rf "$work"' EXIT
@@ -24,6 +28,10 @@ fail=0
 
 check() {  # FILE: every frame passes both checkers; prints the frame count
   local r t
+  if ((!checkers)); then
+    tshark -r "$1" 2>/dev/null | wc -l
+    return
+  fi
   r=$(python3 "$wire_dir/roce_check.py" --quiet "$1" | tail -1)
   t=$(bash "$wire_dir/tshark_roce.sh" "$1" | tail -1)
   echo "$(basename "$1"): roce_check: $r; tshark: $t" >&2

@@ -1,6 +1,7 @@
 # `uroce capture` (tools/uroce_main.cc) around an unmodified ibv_rc_pingpong
 # pair over UROCE_LINK=udp on 127.0.0.1; the merged pcap judged by
-# ../shared/wire/roce_check.py and tshark. Labels: integration + debian.
+# ../shared/wire/roce_check.py and tshark (that step skipped without
+# ../shared). Labels: integration + debian.
 # TCP ports UROCE_TEST_PORT_BASE + 90 and 91 (the pairs' address exchange).
 if(NOT DEFINED UROCE_TEST_PORT_BASE)
   set(UROCE_TEST_PORT_BASE 19500)

@@ -1,17 +1,24 @@
 // One side of the two-host multicast test (mcast_pair.sh): plain verbs on
 // uroce's libibverbs.so.1, a UD QP on DEVICE (GID index 1, RoCE v2 IPv4).
 //
-//   mcast_peer recv DEVICE GROUP N READY_FILE
+//   mcast_peer recv DEVICE GROUP N READY_FILE [JOIN_ADDR]
 //     attaches to GROUP (dotted IPv4, 224.0.0.0/4), posts N receives, creates
 //     READY_FILE, and waits (bounded) for N datagrams: datagram i carries
 //     pattern i, immediate i, QPN 0xFFFFFF, and a GRH whose destination is
-//     GROUP. Exit 0 when all N arrived intact.
+//     GROUP. Exit 0 when all N arrived intact. With JOIN_ADDR (an IPv4
+//     address of the device's interface), the program first joins GROUP at
+//     the IP level on that interface with a UDP socket, as rdma_cm does for
+//     its users on RoCE: kernel rxe's ibv_attach_mcast (Linux 6.1) only
+//     filters the group's MAC, so without a join the kernel drops the
+//     datagrams before rxe sees them (tests/interop/rxe_cases.sh).
 //   mcast_peer send DEVICE GROUP N
 //     sends datagrams 0..N-1 to GROUP (QPN 0xFFFFFF, Q_Key kQkey), 20 ms apart.
 //
 // Every wait is bounded (10 s); failures say what was wrong on stderr.
 #include <arpa/inet.h>
 #include <infiniband/verbs.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -44,7 +51,7 @@ uint64_t now_ms() {
 
 int main(int argc, char** argv) {
   if (argc < 5) {
-    fprintf(stderr, "usage: mcast_peer recv|send DEVICE GROUP N [READY_FILE]\n");
+    fprintf(stderr, "usage: mcast_peer recv|send DEVICE GROUP N [READY_FILE [JOIN_ADDR]]\n");
     return 2;
   }
   const bool recv_side = !strcmp(argv[1], "recv");
@@ -87,6 +94,15 @@ int main(int argc, char** argv) {
 
   if (recv_side) {
     if (int e = ibv_attach_mcast(qp, &mgid, 0)) return errno = e, fail("ibv_attach_mcast");
+    int join_fd = -1;  // held until exit
+    if (argc > 6) {
+      ip_mreq m{};
+      m.imr_multiaddr = group;
+      join_fd = socket(AF_INET, SOCK_DGRAM, 0);
+      if (inet_pton(AF_INET, argv[6], &m.imr_interface) != 1 || join_fd < 0 ||
+          setsockopt(join_fd, IPPROTO_IP, IP_ADD_MEMBERSHIP, &m, sizeof(m)))
+        return fail("IP_ADD_MEMBERSHIP");
+    }
     for (uint32_t i = 0; i < n; ++i) {
       ibv_sge s{reinterpret_cast<uint64_t>(buf.data() + size_t(i) * (kGrh + kMsg)), kGrh + kMsg, mr->lkey};
       ibv_recv_wr w{}, *bad = nullptr;
@@ -127,6 +143,7 @@ int main(int argc, char** argv) {
       return 1;
     }
     if (int e = ibv_detach_mcast(qp, &mgid, 0)) return errno = e, fail("ibv_detach_mcast");
+    if (join_fd >= 0) close(join_fd);
     printf("mcast_peer: %u datagrams from group %s intact\n", n, argv[3]);
   } else {
     ibv_ah_attr ah{};
