@@ -31,6 +31,7 @@ namespace {
 
 constexpr int kReplyTimeoutMs = 10000;
 constexpr uint64_t kSpawnWaitNs = 5000000000ull;
+constexpr int kHelloAttempts = 3;
 
 bool is_exec(const std::string& p) { return !p.empty() && ::access(p.c_str(), X_OK) == 0; }
 
@@ -124,13 +125,19 @@ Result<ControlClient*> ControlClient::get() {
     inst = new ControlClient();  // lives for the process
     pthread_atfork(nullptr, nullptr, [] { after_fork_child(); });
   }
-  if (Status st = inst->connect_or_spawn(); !st) return st;
-  if (Status st = inst->hello(); !st) {
+  // A uroced that is exiting (idle) may have taken our connection and gone
+  // without a word: the hello then finds the connection closed (ENODEV),
+  // and a new uroced is started. A few times at most; a daemon that
+  // answers with an error is believed.
+  Status st;
+  for (int attempt = 0; attempt < kHelloAttempts; ++attempt) {
+    if (st = inst->connect_or_spawn(); !st) return st;
+    if (st = inst->hello(); st) return inst;
     close(inst->fd_);
     inst->fd_ = -1;
-    return st;
+    if (st.err() != ENODEV) break;
   }
-  return inst;
+  return st;
 }
 
 Status ControlClient::connect_or_spawn() {

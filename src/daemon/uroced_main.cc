@@ -96,6 +96,12 @@ class Server {
       if (!clients_.empty() || !lingers_.empty()) {
         idle_since = now_ns();
       } else if (now_ns() - idle_since > idle_ms * 1000000ull) {
+        // A client that connected since the last look is served, not left
+        // with a connection that closes unanswered (it would start another
+        // uroced, but a moment late). One that connects after this finds
+        // no listener and starts one itself.
+        accept_all();
+        if (!clients_.empty()) continue;
         UROCE_INFO("uroced: idle, exiting");
         return 0;
       }

@@ -32,7 +32,12 @@ uroce_gtest(fault_errors_lock_wait_test LABEL fault TIMEOUT 30 VERBS SOURCES
   ${UROCE_FAULT_ERRORS_DIR}/fault_harness.cc
   ${UROCE_FAULT_ERRORS_DIR}/lock_wait_test.cc)
 
-foreach(t fault_errors_test fault_errors_daemon_death_test fault_errors_lock_wait_test)
+# Plays a uroced that leaves without answering: a daemon name of its own too.
+uroce_gtest(fault_errors_daemon_race_test LABEL fault TIMEOUT 30 VERBS SOURCES
+  ${UROCE_FAULT_ERRORS_DIR}/fault_harness.cc
+  ${UROCE_FAULT_ERRORS_DIR}/daemon_race_test.cc)
+
+foreach(t fault_errors_test fault_errors_daemon_death_test fault_errors_lock_wait_test fault_errors_daemon_race_test)
   target_compile_definitions(${t} PRIVATE UROCE_FAULT_PEER_PATH="$<TARGET_FILE:fault_errors_peer>")
   add_dependencies(${t} fault_errors_peer)
 endforeach()
