@@ -187,7 +187,9 @@ Status Qp::modify(const QpModifyArgs& a, uint32_t mask) {
   if ((mask & kRnrRetry) && a.rnr_retry > 7) return Status(EINVAL);
   if ((mask & kMinRnrTimer) && a.min_rnr_timer > 31) return Status(EINVAL);
   if ((mask & kDestQpn) && a.dest_qpn > 0xffffff) return Status(EINVAL);
-  if ((mask & kAv) && a.av.is_global && a.av.sgid_index >= ctx_->dev().num_gids) return Status(EINVAL);
+  // A RoCE port addresses by GID: an address vector without a global route
+  // is refused, as the kernel (rxe) and mlx5 refuse it.
+  if ((mask & kAv) && (!a.av.is_global || a.av.sgid_index >= ctx_->dev().num_gids)) return Status(EINVAL);
   if (mask & kAccessFlags) {
     attr_.access_flags = a.access_flags;
     shm_->access_flags = a.access_flags;

@@ -41,8 +41,10 @@ class IdTrust {
   /// Parked packets per receiver at most (a full park drops its oldest).
   static constexpr size_t kMaxParked = 64;
   /// How long a packet waits for evidence: for uroced's record while it
-  /// reads frames, else only for a successor.
-  static constexpr uint64_t kWaitWatchedNs = 50'000'000, kWaitNs = 5'000'000;
+  /// reads frames (uroced must be scheduled first: on a loaded machine,
+  /// tens of milliseconds; 50 ms lost a UD ping-pong's first packet with
+  /// kernel rxe once), else only for a successor.
+  static constexpr uint64_t kWaitWatchedNs = 500'000'000, kWaitNs = 5'000'000;
 
   struct Stats {
     uint64_t parked = 0;     // packets that had to wait

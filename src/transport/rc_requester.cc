@@ -174,6 +174,16 @@ void RcRequester::pump(uint64_t now) {
         e.started = true;
       }
       if (is_read(e.w.kind)) {
+        // Its responses count against the window as a write's packets do:
+        // a peer that answers slowly is not asked at once for more than the
+        // window (a timeout restarts it from kMinWindow; before, every
+        // outstanding READ went again, twice, and each is executed again:
+        // 128 reads of 64 KiB asked anew of kernel rxe under qemu, which
+        // then fell further behind until the requester gave up). The oldest
+        // WQE always goes (its responses do not move una_: read_done does).
+        if (!cfg_.unreliable && &e != &q_.front() &&
+            psn_diff(psn_add(e.first_psn, e.sent), window_base()) >= int32_t(cwnd_))
+          break;
         send_read(e, e.sent);
         e.sent = total;
         sent = true;

@@ -106,6 +106,36 @@ TEST_F(RcRequesterTest, SilenceExhaustsRetryCntThenFlushes) {
   EXPECT_EQ(env.done.back(), std::make_pair(uint64_t(3), WcStatus::kWrFlushErr));
 }
 
+TEST_F(RcRequesterTest, ReadsAreAskedWithinTheWindowAndATimeoutAsksOnlyTheOldestAgain) {
+  // Expect: READs of 8 PMTUs each (8 PSNs of response) with a window of 32
+  // PSNs and 16 READs allowed out: 4 are asked at once, not 10 (a READ's
+  // responses count against the window as a write's packets do).
+  RequesterConfig c = cfg;
+  c.window = 32;
+  c.max_rd_atomic = 16;
+  RcRequester rr{c, &env};
+  std::vector<uint8_t> dst(2048 * 10);
+  for (uint64_t id = 1; id <= 10; ++id) {
+    SqWqe w;
+    w.wr_id = id;
+    w.kind = MsgKind::kReadRequest;
+    w.len = 2048;
+    w.remote_va = 0x1000 * id;
+    w.rkey = 9;
+    w.local.push_back(iovec{dst.data() + (id - 1) * 2048, 2048});
+    rr.post(std::move(w), 0);
+  }
+  ASSERT_EQ(env.sent.size(), 4u);
+  for (const Env::Sent& s : env.sent) EXPECT_EQ(s.op, kReadRequest);
+  // Expect: silence, the timer: the oldest READ only, twice (before, all
+  // four went again, twice: each one executed again by the responder).
+  env.sent.clear();
+  rr.on_timer(rr.next_deadline());
+  ASSERT_EQ(env.sent.size(), 2u);
+  EXPECT_EQ(env.sent[0].psn, 50u);
+  EXPECT_EQ(env.sent[1].psn, 50u);
+}
+
 TEST_F(RcRequesterTest, RnrNaksWaitThenExhaustRnrRetry) {
   r.post(send_wqe(1, 10), 0);
   const size_t first = env.sent.size();

@@ -207,6 +207,18 @@ TEST_F(ModifyQp, AvPort2OnInitToRtr) {
   expect_einval(IBV_QPS_RTR, kRtrMaskRc, a);
 }
 
+TEST_F(ModifyQp, AvWithoutGrhOnARocePort) {
+  // Expect: every port of a RoCE device needs a global route (the GID is the
+  // address); without one, the kernel (rxe) and mlx5 refuse INIT -> RTR with
+  // EINVAL ("Failed to modify QP to RTR" from ibv_rc_pingpong without -g).
+  make(IBV_QPT_RC);
+  go(IBV_QPS_INIT, kInitMaskRc);
+  ibv_qp_attr a = attrs(IBV_QPS_RTR);
+  a.ah_attr.is_global = 0;
+  expect_einval(IBV_QPS_RTR, kRtrMaskRc, a);
+  go(IBV_QPS_RTR, kRtrMaskRc);
+}
+
 TEST_F(ModifyQp, OutOfRangeTransportValues) {
   make(IBV_QPT_RC);
   go(IBV_QPS_INIT, kInitMaskRc);
