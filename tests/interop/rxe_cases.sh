@@ -8,11 +8,12 @@
 # uroce_br0, GID 1). The programs are the Debian ones on both sides, except
 # the multicast peer.
 #
-#   loss_out_*, loss_in_*  RC perftest (ib_send_lat, ib_write_bw,
-#               ib_read_bw) while nftables in rxeq drops LOSS %
-#               (default 3) of the UDP 4791 packets the host sends (hook
-#               output) or receives (hook input): uroce retransmits to rxe
-#               and answers rxe's retransmissions
+#   loss_*      RC perftest (ib_send_lat, ib_write_bw, ib_read_bw) while
+#               nftables in rxeq drops LOSS % (default 3) of the UDP 4791
+#               packets the host sends (hook output) and of those it
+#               receives (hook input): uroce retransmits to rxe and answers
+#               rxe's retransmissions. loss_out_* and loss_in_* drop on one
+#               hook only (run when named).
 #   qp4_*       perftest bandwidth over 4 QPs (-q 4: write, read)
 #   bidir_*     perftest bandwidth both ways at once (-b: send, write)
 #   mcast       UD multicast (ibv_attach_mcast, group 239.7.7.7):
@@ -58,19 +59,19 @@ mkdir -p "$out"
 
 # Any other loss_{out,in}_, qp4_ or bidir_ + a perftest tool's suffix
 # (e.g. qp4_send_bw) runs too when named.
-all="loss_out_send_lat loss_out_write_bw loss_out_read_bw loss_in_send_lat loss_in_write_bw loss_in_read_bw
-     qp4_write_bw qp4_read_bw bidir_send_bw bidir_write_bw mcast"
+all="loss_send_lat loss_write_bw loss_read_bw qp4_write_bw qp4_read_bw bidir_send_bw bidir_write_bw mcast"
 # shellcheck disable=SC2086 # a list of words
 (($#)) || set -- $all
 
 # case_def CASE DEV GIDX: sets prog (the perftest command, no peer address)
-# and hook (output, input or empty: where nftables drops).
+# and hook (output, input, both, or empty: where nftables drops).
 case_def() {
   local c=$1 d=$2 g=$3 tool
   hook=
   case $c in
     loss_out_*) hook=output tool=${c#loss_out_} ;;
     loss_in_*) hook=input tool=${c#loss_in_} ;;
+    loss_*) hook="output input" tool=${c#loss_} ;;
     qp4_*) tool="${c#qp4_} -q 4" ;;
     bidir_*) tool="${c#bidir_} -b" ;;
     *) return 1 ;;
@@ -108,21 +109,24 @@ wait_log() {
   return 1
 }
 
-set_loss() {  # HOOK|"": nftables in rxeq drops loss_pct % of UDP 4791 there
+set_loss() {  # "HOOK..."|"": nftables in rxeq drops loss_pct % of UDP 4791 at each hook
+  local h
   ip netns exec "$ns" nft delete table inet uroce_interop_loss 2>/dev/null
   [[ -n $1 ]] || return 0
-  ip netns exec "$ns" nft -f - <<EOF
-table inet uroce_interop_loss {
-  chain drop_roce {
-    type filter hook $1 priority 0;
-    udp dport 4791 numgen random mod 100 < $loss_pct counter drop
-  }
+  {
+    echo "table inet uroce_interop_loss {"
+    for h in $1; do
+      echo "  chain drop_$h {"
+      echo "    type filter hook $h priority 0;"
+      echo "    udp dport 4791 numgen random mod 100 < $loss_pct counter drop"
+      echo "  }"
+    done
+    echo "}"
+  } | ip netns exec "$ns" nft -f -
 }
-EOF
-}
-dropped() {
+dropped() {  # "N" or, with two hooks, "N+M" (in the order set_loss got them)
   ip netns exec "$ns" nft list table inet uroce_interop_loss 2>/dev/null |
-    sed -n 's/.*counter packets \([0-9]*\).*/\1/p'
+    sed -n 's/.*counter packets \([0-9]*\).*/\1/p' | paste -sd+
 }
 
 # run_pair DIR: perftest server and client ($hprog on uroce, $gprog on rxe).
