@@ -21,16 +21,39 @@ bool kernel_uses_tsc() {
   return n >= 3 && strncmp(b, "tsc", 3) == 0 && (n == 3 || b[3] == '\n');
 }
 
-TscScale calibrate() {
+uint64_t read_tsc() { return __builtin_ia32_rdtsc(); }
+
+/// One end of the measurement: a `tsc` reading and the `ns` time it was
+/// taken at, the midpoint of the two `ns` reads around it (the closest pair
+/// of a few tries). False if none was within kMaxBracketNs: the thread kept
+/// losing its CPU between the reads.
+bool reading(uint64_t (*tsc)(), uint64_t (*ns)(), uint64_t* t, uint64_t* n) {
+  constexpr int kTries = 64;
+  constexpr uint64_t kCloseNs = 200;  // good enough: stop trying
+  uint64_t best = UINT64_MAX;
+  for (int i = 0; i < kTries && best > kCloseNs; ++i) {
+    // Each declarator's initializer is sequenced before the next.
+    const uint64_t a = ns(), x = tsc(), b = ns();
+    if (b >= a && b - a < best) {
+      best = b - a;
+      *t = x;
+      *n = a + (b - a) / 2;
+    }
+  }
+  return best <= kMaxBracketNs;
+}
+
+}  // namespace
+
+TscScale calibrate(uint64_t (*tsc)(), uint64_t (*ns)()) {
   TscScale s;
-  if (!kernel_uses_tsc()) return s;
-  const uint64_t t0 = __builtin_ia32_rdtsc(), n0 = now_ns();
-  uint64_t t1, n1;
-  do {
-    t1 = __builtin_ia32_rdtsc();
-    n1 = now_ns();
-  } while (n1 - n0 < 100'000);  // bounded: CLOCK_MONOTONIC advances
-  if (t1 <= t0) return s;
+  // A preemption between the reads of either end is ignored; one in the
+  // middle delays both clocks alike.
+  uint64_t t0, n0, t1, n1;
+  if (!reading(tsc, ns, &t0, &n0)) return s;
+  while (ns() - n0 < kCalibrateNs) {  // bounded: CLOCK_MONOTONIC advances
+  }
+  if (!reading(tsc, ns, &t1, &n1) || t1 <= t0 || n1 <= n0) return s;
   // Anchored at the start: reads up to the calibration's length behind it
   // (another CPU's TSC lagging a little) still map to later times.
   s.tsc0 = t0;
@@ -39,10 +62,8 @@ TscScale calibrate() {
   return s;
 }
 
-}  // namespace
-
 const TscScale& tsc_scale() {
-  static const TscScale s = calibrate();
+  static const TscScale s = kernel_uses_tsc() ? calibrate(read_tsc, now_ns) : TscScale{};
   return s;
 }
 
