@@ -26,26 +26,28 @@ constexpr uint32_t kSnapBytes = 20 + 8 + 12;  // IPv4, UDP, BTH
 constexpr int kBatch = 32;
 
 // Classic BPF over what a SOCK_DGRAM packet socket sees: the IPv4 header first.
-// Keep: arriving (not PACKET_OUTGOING), version 4 without options, UDP, not
-// a fragment, destination port 4791, identification >= 64.
-constexpr uint16_t kDrop = 13;
+// Keep: an IPv4 frame arriving (not PACKET_OUTGOING), version 4 without
+// options, UDP, not a fragment, destination port 4791, identification >= 64.
+constexpr uint16_t kDrop = 15;
 /// The jump offset from instruction `at` to kDrop.
 constexpr uint8_t to_drop(int at) { return uint8_t(kDrop - at - 1); }
 const sock_filter kFilter[] = {
-    /* 0*/ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, uint32_t(SKF_AD_OFF + SKF_AD_PKTTYPE)),
-    /* 1*/ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, PACKET_OUTGOING, to_drop(1), 0),
-    /* 2*/ BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 0),
-    /* 3*/ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x45, 0, to_drop(3)),
-    /* 4*/ BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 9),
-    /* 5*/ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, IPPROTO_UDP, 0, to_drop(5)),
-    /* 6*/ BPF_STMT(BPF_LD | BPF_H | BPF_ABS, 6),
-    /* 7*/ BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, 0x3fff, to_drop(7), 0),
-    /* 8*/ BPF_STMT(BPF_LD | BPF_H | BPF_ABS, 22),
-    /* 9*/ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, wire::kRoceV2Port, 0, to_drop(9)),
-    /*10*/ BPF_STMT(BPF_LD | BPF_H | BPF_ABS, 4),
-    /*11*/ BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, link::IdTrust::kOwnIds, 0, to_drop(11)),
-    /*12*/ BPF_STMT(BPF_RET | BPF_K, kSnapBytes),
-    /*13*/ BPF_STMT(BPF_RET | BPF_K, 0),
+    /* 0*/ BPF_STMT(BPF_LD | BPF_H | BPF_ABS, uint32_t(SKF_AD_OFF + SKF_AD_PROTOCOL)),
+    /* 1*/ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, ETH_P_IP, 0, to_drop(1)),
+    /* 2*/ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, uint32_t(SKF_AD_OFF + SKF_AD_PKTTYPE)),
+    /* 3*/ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, PACKET_OUTGOING, to_drop(3), 0),
+    /* 4*/ BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 0),
+    /* 5*/ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x45, 0, to_drop(5)),
+    /* 6*/ BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 9),
+    /* 7*/ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, IPPROTO_UDP, 0, to_drop(7)),
+    /* 8*/ BPF_STMT(BPF_LD | BPF_H | BPF_ABS, 6),
+    /* 9*/ BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, 0x3fff, to_drop(9), 0),
+    /*10*/ BPF_STMT(BPF_LD | BPF_H | BPF_ABS, 22),
+    /*11*/ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, wire::kRoceV2Port, 0, to_drop(11)),
+    /*12*/ BPF_STMT(BPF_LD | BPF_H | BPF_ABS, 4),
+    /*13*/ BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, link::IdTrust::kOwnIds, 0, to_drop(13)),
+    /*14*/ BPF_STMT(BPF_RET | BPF_K, kSnapBytes),
+    /*15*/ BPF_STMT(BPF_RET | BPF_K, 0),
 };
 #undef JUMP_TO_DROP
 static_assert(sizeof(kFilter) / sizeof(kFilter[0]) == kDrop + 1);
@@ -73,7 +75,12 @@ bool FrameWatch::start() {
   const int buf = 4 << 20;
   sockaddr_ll sll{};
   sll.sll_family = AF_PACKET;
-  sll.sll_protocol = htons(ETH_P_IP);
+  // ETH_P_ALL, not ETH_P_IP: a tap of every protocol sees a frame before
+  // the IP stack does and is done with it (the filter says no) by the time
+  // ip_rcv runs. A socket of ETH_P_IP shares the frame with ip_rcv instead,
+  // which must then clone it (every datagram arriving on this host; perf,
+  // ib_send_lat over lo).
+  sll.sll_protocol = htons(ETH_P_ALL);
   if (setsockopt(sock_, SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof(prog)) != 0 ||
       bind(sock_, reinterpret_cast<sockaddr*>(&sll), sizeof(sll)) != 0) {
     UROCE_ERR("uroced: packet socket: %s; IPv4 identifications of other RoCE stacks are not watched",
@@ -83,6 +90,12 @@ bool FrameWatch::start() {
     return true;
   }
   (void)setsockopt(sock_, SOL_SOCKET, SO_RCVBUF, &buf, sizeof(buf));
+  // Outgoing frames are the filter's to drop too, but only after the kernel
+  // cloned each one for this socket: every datagram this host sends (uroce's
+  // own included) paid a clone and a free for nothing. With the option the
+  // transmit path skips the socket (Linux 4.20; older kernels: the filter).
+  const int one = 1;
+  (void)setsockopt(sock_, SOL_PACKET, PACKET_IGNORE_OUTGOING, &one, sizeof(one));
   table_->watching.store(1, std::memory_order_release);  // pairs with IdTrust's acquire
   return true;
 }
