@@ -211,10 +211,11 @@ class Qp {
   // while holding a later one):
   //   Qp::sq_mu_ -> NetEngine's run_mu -> NetQp::mu_ -> (leaves: Cq::mu_,
   //   Srq::mu_, Qp::rq_mu_, ControlClient::mu_, Segment::mu_).
-  // sq_mu_ and NetQp::mu_ are mutexes: what they guard makes system calls
-  // (a process_vm_writev, a peer's resolution through uroced, socket set-up
-  // at RTR, the sends of the network link) and may wait for uroced. The
-  // spin locks (rq_mu_, Cq::mu_, Srq::mu_) guard loads and stores only.
+  // sq_mu_ (std::mutex) and NetQp::mu_ (AdaptiveLock: spins, yields, then
+  // sleeps) put a waiter to sleep: what they guard makes system calls (a
+  // process_vm_writev, a peer's resolution through uroced, socket set-up at
+  // RTR, the sends of the network link) and may wait for uroced. The spin
+  // locks (rq_mu_, Cq::mu_, Srq::mu_) guard loads and stores only.
   std::mutex sq_mu_;
   SpinLock rq_mu_;
   uint64_t rq_head_seen_ = 0;  // private copy of the RQ's head (see rq_post), under rq_mu_

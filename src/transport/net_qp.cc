@@ -34,7 +34,7 @@ class NetQp::Call {
 
  private:
   NetQp* q_;
-  std::lock_guard<std::mutex> g_;
+  std::lock_guard<AdaptiveLock> g_;
 };
 
 uint16_t udp_sport(uint32_t flow_label, uint32_t lqpn, uint32_t rqpn) {
@@ -296,7 +296,7 @@ Status NetQp::add_address(const link::IpAddr& ip) {
   auto r = link::UdpEndpoint::open(receiver(ip, link));
   if (!r.is_ok()) return Status(r.err());
   if (Status st = NetEngine::get().add_socket(this, r.value().get(), false); !st.is_ok()) return st;
-  std::lock_guard<std::mutex> g(mu_);
+  std::lock_guard<AdaptiveLock> g(mu_);
   more_.push_back(Address{ip, std::move(t.value()), std::move(r.value())});
   return Status::ok();
 }
@@ -346,7 +346,7 @@ bool NetQp::send_ud(const link::IpAddr& dst, const link::IpAddr& src, uint32_t d
   p.bth.opcode = wire::opcode(wire::Service::kUd, has_imm ? wire::kSendOnlyImm : wire::kSendOnly);
   p.bth.dest_qp = dest_qpn;
   p.bth.solicited = solicited;
-  std::lock_guard<std::mutex> g(mu_);
+  std::lock_guard<AdaptiveLock> g(mu_);
   // The work request's source address, else the first of dst's family.
   auto fits = [&dst](const link::IpAddr& a) { return a.is_v4() == dst.is_v4(); };
   link::UdpEndpoint* tx = nullptr;
@@ -407,7 +407,7 @@ void NetQp::flush() {
 }
 
 NetQp::Last NetQp::release_for_linger() {
-  std::lock_guard<std::mutex> g(mu_);
+  std::lock_guard<AdaptiveLock> g(mu_);
   Last l;
   if (!rc_resp_ || rc_resp_->epsn() == cfg_.resp.epsn) return l;
   l.any = true;
@@ -420,7 +420,7 @@ NetQp::Last NetQp::release_for_linger() {
 }
 
 void NetQp::flush_link() {
-  std::lock_guard<std::mutex> g(mu_);
+  std::lock_guard<AdaptiveLock> g(mu_);
   tx_->flush();
 }
 
@@ -432,7 +432,7 @@ void NetQp::defer_acks(bool on) { t_defer_acks = on; }
 
 void NetQp::flush_acks(uint64_t held_before) {
   if (!ack_held_.load(std::memory_order_relaxed)) return;  // the common case: no lock
-  std::lock_guard<std::mutex> g(mu_);
+  std::lock_guard<AdaptiveLock> g(mu_);
   if (ack_held_ && ack_held_since_ <= held_before) send_held_ack();
 }
 

@@ -22,6 +22,7 @@
 #include <mutex>
 #include <vector>
 
+#include "common/adaptive_lock.h"
 #include "common/spin_lock.h"
 #include "common/status.h"
 #include "core/peer_map.h"
@@ -139,9 +140,11 @@ class NetQp {
   core::PeerQp self_;
   core::HostShm* host_ = nullptr;
   SendDone done_;
-  // Everything below. A mutex, not a spin lock: the sends of a call leave
-  // under it (system calls). Lock order: core/qp.h (Qp::sq_mu_).
-  std::mutex mu_;
+  // Everything below. Not a spin lock: the sends of a call leave under it
+  // (system calls); not std::mutex either: the application and the engine
+  // thread meet here on one core (common/adaptive_lock.h). Lock order:
+  // core/qp.h (Qp::sq_mu_).
+  AdaptiveLock mu_;
   std::unique_ptr<Env> env_;
   std::unique_ptr<link::UdpEndpoint> tx_, rx_;
   struct Group {
