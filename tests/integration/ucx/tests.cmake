@@ -62,10 +62,13 @@ function(uroce_ucx_test name timeout where script)
 endfunction()
 
 # The tool that makes the entries, in a directory of its own (no root needed).
-uroce_script_test(uroce_devnodes LABEL integration TIMEOUT 60
-                  COMMAND bash ${UROCE_UCX_DIR}/devnodes_test.sh)
-set_property(TEST uroce_devnodes APPEND PROPERTY LABELS ucx)
-set_property(TEST uroce_devnodes APPEND PROPERTY ENVIRONMENT "UROCE_CLI=$<TARGET_FILE:uroce>")
+# Not in the sanitizer tree, which does not build the `uroce` tool.
+if(NOT UROCE_SANITIZE)
+  uroce_script_test(uroce_devnodes LABEL integration TIMEOUT 60
+                    COMMAND bash ${UROCE_UCX_DIR}/devnodes_test.sh)
+  set_property(TEST uroce_devnodes APPEND PROPERTY LABELS ucx)
+  set_property(TEST uroce_devnodes APPEND PROPERTY ENVIRONMENT "UROCE_CLI=$<TARGET_FILE:uroce>")
+endif()
 
 # The cases: UCT on a device and transport, UCP at 8 B and 64 KiB. Short
 # runs (-w 100 warm-up iterations instead of 10,000): these check that UCX
