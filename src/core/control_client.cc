@@ -299,4 +299,10 @@ Result<ControlClient::Resolved> ControlClient::resolve_qpn(uint32_t qpn, bool is
   return Resolved{rep.pid, rep.ctx_id, rep.off, fd};
 }
 
+bool ControlClient::knows_qpn(uint32_t qpn) {
+  auto r = resolve_qpn(qpn);
+  if (r.is_ok() && r->memfd >= 0) close(r->memfd);
+  return r.is_ok() || r.err() != ENOENT;
+}
+
 }  // namespace uroce::core

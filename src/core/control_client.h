@@ -39,6 +39,9 @@ class ControlClient {
     int memfd;  // owned by the caller; -1 if the caller already maps ctx_id
   };
   Result<Resolved> resolve_qpn(uint32_t qpn, bool is_srq = false);
+  /// Whether this daemon knows QP `qpn` (false only when it says it does
+  /// not: ENOENT), without mapping anything of its owner.
+  bool knows_qpn(uint32_t qpn);
   /// The host-wide XRC domain id for the file (dev, ino); (0, 0) = a new private one.
   Result<uint32_t> open_xrcd(uint64_t dev, uint64_t ino);
   /// pthread_atfork child handler: drop the inherited connection.

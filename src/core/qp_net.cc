@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "common/log.h"
+#include "core/control_client.h"
 #include "core/limits.h"
 #include "core/peer_map.h"
 #include "core/qp.h"
@@ -156,7 +157,17 @@ bool Qp::wants_network() const {
   link::IpAddr dst, src;
   if (!unicast_addr(attr_.av.dgid, d, &dst)) return false;
   if (attr_.av.sgid_index >= d.num_gids || !unicast_addr(d.gids[attr_.av.sgid_index], d, &src)) return false;
-  return c == LinkChoice::kUdp || !(own_gid(d, attr_.av.dgid) || local_address(dst));
+  if (c == LinkChoice::kUdp || !(own_gid(d, attr_.av.dgid) || local_address(dst))) return true;
+  // An address of this host: shared memory, if this user's uroced serves the
+  // peer's QP. One it does not know belongs to another user's process (or to
+  // a process on another daemon): that one is reached as another host would
+  // be, over the network link (daemon/peer_check.h).
+  auto cc = ControlClient::get();
+  if (cc.is_ok() && !cc.value()->knows_qpn(attr_.dest_qpn)) {
+    UROCE_INFO("QP %u: peer QP %u is not on this user's uroced: over the network link", qpn_, attr_.dest_qpn);
+    return true;
+  }
+  return false;
 }
 
 Status Qp::net_open() {

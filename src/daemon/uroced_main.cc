@@ -24,6 +24,7 @@
 #include "daemon/frame_watch.h"
 #include "daemon/linger.h"
 #include "daemon/netdev.h"
+#include "daemon/peer_check.h"
 #include "daemon/registry.h"
 
 namespace uroce::daemon {
@@ -35,6 +36,7 @@ using control::Request;
 
 struct Client {
   int32_t pid = 0;
+  bool refused = false;  // another user's process (daemon/peer_check.h)
 };
 
 int make_host_shm() {
@@ -120,7 +122,17 @@ class Server {
     for (;;) {
       int c = accept4(lsock_, nullptr, nullptr, SOCK_CLOEXEC);
       if (c < 0) return;
-      clients_[c] = Client{};
+      Client cl;
+      const PeerCheck who = check_peer(c, trusted_gid_);
+      if (!who.trusted) {
+        // Answered EACCES at its first request, then dropped.
+        cl.refused = true;
+        if (refused_++ < kRefusedLogged)
+          UROCE_WARN("uroced: refused pid %d of uid %u (this daemon serves uid %u%s)", int(who.pid),
+                     unsigned(who.uid), unsigned(geteuid()),
+                     trusted_gid_ >= 0 ? " and UROCED_TRUST_GID" : "");
+      }
+      clients_[c] = cl;
       add_fd(c);
     }
   }
@@ -148,6 +160,13 @@ class Server {
     bool close_send_fd = false;  // send_fd is made for this reply
     size_t reply_len = offsetof(Reply, devices);
     Client& cl = clients_[fd];
+    if (cl.refused) {
+      if (passed >= 0) close(passed);
+      reply->status = EACCES;
+      (void)send_msg_fd(fd, reply.get(), reply_len, -1);
+      drop_client(fd);
+      return;
+    }
     switch (MsgType(req.type)) {
       case MsgType::kHello: {
         if (req.version != control::kProtoVersion) {
@@ -233,6 +252,9 @@ class Server {
     if (!sent) drop_client(fd);
   }
 
+  static constexpr uint64_t kRefusedLogged = 10;  // refusals logged, then only counted
+  const long trusted_gid_ = trusted_gid_from_env();
+  uint64_t refused_ = 0;
   int lsock_ = -1;
   int ep_ = -1;
   int host_shm_fd_ = -1;

@@ -12,6 +12,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "core/control_client.h"
+#include "core/control_protocol.h"
 #include "core/limits.h"
 #include "core/notify.h"
 #include "core/qp.h"
@@ -130,6 +131,13 @@ bool sysfs_virtual_read(const char* full_path, char* buf, size_t size, int* out_
 UROCE_EXPORT ibv_device** ibv_get_device_list(int* num_devices) {
   int err = load_devices();
   DeviceTable& t = table();
+  if (err == EACCES) {
+    // The daemon of that name belongs to another user (daemon/peer_check.h):
+    // as rdma-core when the user may not use the device files.
+    UROCE_ERR("uroced %s serves another user: permission denied", control::daemon_socket_name().c_str());
+    errno = EACCES;
+    return nullptr;
+  }
   if (err) {
     // No uroced, no devices: rdma-core says "no devices" with an empty list.
     UROCE_WARN("no devices: uroced unavailable (%s)", strerror(err));
