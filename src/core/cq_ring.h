@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "common/clock.h"
+#include "core/seg_bound.h"
 #include "core/shm_layout.h"
 
 namespace uroce::core {
@@ -37,13 +38,9 @@ inline Cqe* cq_slots(uint8_t* seg_base, const CqRing* r) {
   return reinterpret_cast<Cqe*>(seg_base + ld_acq(r->slots_off));
 }
 
-enum class CqPush { kOk, kOkNotify, kOverflow };
-
-/// The bounce record of position `pos` (see kCqBounceBytes).
-inline uint8_t* cq_bounce(uint8_t* seg_base, const CqRing* r, uint64_t pos) {
-  return seg_base + ld_acq(r->slots_off) + size_t(ld_acq(r->capacity)) * sizeof(Cqe) +
-         size_t(pos & ld_acq(r->mask)) * kCqBounceBytes;
-}
+/// kCorrupt: the ring (in a peer's segment) holds nonsense; nothing was
+/// written and the segment is marked (core/seg_bound.h).
+enum class CqPush { kOk, kOkNotify, kOverflow, kCorrupt };
 
 /// Payload for a bounced completion: gathered from `src` into the record.
 struct CqBounce {
@@ -68,8 +65,10 @@ inline bool cq_producer_must_fence() {
 /// Publishes one completion. `solicited` is true for solicited or error
 /// completions (they satisfy a kArmSolicited arm). Returns kOkNotify when the
 /// caller must wake the CQ's completion channel.
+/// `bound`: the CQ is in a peer's segment, whose geometry is checked.
 inline CqPush cq_push(uint8_t* seg_base, CqRing* r, const Cqe& c, bool solicited,
-                      const CqBounce* bounce = nullptr, uint64_t* head_seen = nullptr) {
+                      const CqBounce* bounce = nullptr, uint64_t* head_seen = nullptr,
+                      SegBound* bound = nullptr) {
   uint64_t tw = r->tail.load(std::memory_order_acquire);
   uint64_t frozen_since = 0;
   for (;;) {
@@ -96,10 +95,19 @@ inline CqPush cq_push(uint8_t* seg_base, CqRing* r, const Cqe& c, bool solicited
     if (r->tail.compare_exchange_weak(tw, tw + 1, std::memory_order_acq_rel)) break;
   }
   const uint64_t t = tw & kCqPosMask;
-  // Geometry read after the claim: a resize cannot change it until this slot is published.
-  Cqe* s = &cq_slots(seg_base, r)[t & ld_acq(r->mask)];
+  // Geometry read (once) after the claim: a resize cannot change it until
+  // this slot is published.
+  const uint64_t slots_off = ld_acq(r->slots_off);
+  const uint32_t cap = ld_acq(r->capacity), mask = ld_acq(r->mask);
+  if (bound && (mask != cap - 1 || (cap & mask) != 0 || cap > (1u << 24) || slots_off % alignof(Cqe) ||
+                !bound->covers(slots_off, cq_slot_array_bytes(cap)))) {
+    bound->set_corrupt("a completion queue outside the segment");
+    return CqPush::kCorrupt;
+  }
+  uint8_t* slots = seg_base + slots_off;
+  Cqe* s = reinterpret_cast<Cqe*>(slots) + (t & mask);
   if (bounce) {
-    uint8_t* rec = cq_bounce(seg_base, r, t);
+    uint8_t* rec = slots + size_t(cap) * sizeof(Cqe) + size_t(t & mask) * kCqBounceBytes;
     memcpy(rec, &bounce->dst, 8);
     uint8_t* p = rec + 8;
     size_t left = bounce->len;

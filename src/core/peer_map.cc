@@ -1,12 +1,16 @@
 #include "core/peer_map.h"
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <mutex>
 #include <new>
 
+#include "common/log.h"
 #include "core/control_client.h"
 #include "core/peer_pages.h"
 
@@ -22,6 +26,17 @@ PeerMap& PeerMap::get() {
   return *m;
 }
 
+namespace {
+/// The size of a peer's segment memfd, or 0 if it is not sealed against
+/// shrinking (then a store into it could fault: the reader refuses it).
+uint64_t sealed_size(int fd) {
+  struct stat st;
+  const int seals = fcntl(fd, F_GET_SEALS);
+  if (seals < 0 || !(seals & F_SEAL_SHRINK) || fstat(fd, &st) != 0) return 0;
+  return std::min<uint64_t>(uint64_t(st.st_size), kSegReserveBytes);
+}
+}  // namespace
+
 Result<PeerSegment*> PeerMap::map_segment(uint32_t ctx_id, int32_t pid, int memfd) {
   auto it = segs_.find(ctx_id);
   if (it != segs_.end() && it->second->pid == pid) {
@@ -29,17 +44,37 @@ Result<PeerSegment*> PeerMap::map_segment(uint32_t ctx_id, int32_t pid, int memf
     return it->second.get();
   }
   if (memfd < 0) return Status(ENOENT);
+  const uint64_t size = sealed_size(memfd);
+  if (size < sizeof(SegHeader)) {
+    UROCE_ERR("peer context segment of pid %d refused: not sealed against shrinking, or too small", int(pid));
+    close(memfd);
+    return Status(EINVAL);
+  }
   void* p = mmap(nullptr, kSegReserveBytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, memfd, 0);
-  close(memfd);
-  if (p == MAP_FAILED) return Status(errno);
+  if (p == MAP_FAILED) {
+    const int e = errno;
+    close(memfd);
+    return Status(e);
+  }
   auto seg = std::make_unique<PeerSegment>();
   seg->ctx_id = ctx_id;
   seg->pid = pid;
   seg->base = static_cast<uint8_t*>(p);
-  if (seg->header()->magic != kSegMagic) {
+  seg->bound.memfd = memfd;
+  seg->bound.size.store(size, std::memory_order_relaxed);
+  // What the header says is read once, checked, and kept here.
+  const SegHeader* h = seg->header();
+  const uint64_t mr_off = std::atomic_ref<const uint64_t>(h->mr_table_off).load(std::memory_order_relaxed);
+  const uint32_t mr_cap = std::atomic_ref<const uint32_t>(h->mr_capacity).load(std::memory_order_relaxed);
+  if (h->magic != kSegMagic || mr_off % alignof(MrEntry) || mr_cap > kMaxMrPerContext ||
+      !seg->bound.covers(mr_off, uint64_t(mr_cap) * sizeof(MrEntry))) {
+    UROCE_ERR("peer context segment of pid %d refused: bad magic or MR table", int(pid));
     munmap(p, kSegReserveBytes);
+    close(memfd);
     return Status(EINVAL);
   }
+  seg->mr_table = reinterpret_cast<MrEntry*>(seg->base + mr_off);
+  seg->mr_capacity = mr_cap;
   PeerSegment* raw = seg.get();
   if (it != segs_.end()) {
     // The context id now names another process's segment: nothing cached
@@ -49,6 +84,7 @@ Result<PeerSegment*> PeerMap::map_segment(uint32_t ctx_id, int32_t pid, int memf
     std::erase_if(srqs_, [old](const auto& kv) { return kv.second.seg == old; });
     peer_pages_forget(old);
     munmap(it->second->base, kSegReserveBytes);
+    close(it->second->bound.memfd);
   }
   segs_[ctx_id] = std::move(seg);
   return raw;
@@ -69,11 +105,24 @@ Result<PeerQp> PeerMap::resolve(uint32_t qpn) {
   if (!seg.is_ok()) return Status(seg.err());
   PeerQp pq;
   pq.seg = seg.value();
+  SegBound& b = pq.seg->bound;
+  if (!b.covers(r->qp_off, sizeof(QpShm)) || r->qp_off % alignof(QpShm)) {
+    b.set_corrupt("a QP outside the segment");
+    return Status(EINVAL);
+  }
   pq.qp = reinterpret_cast<QpShm*>(pq.seg->base + r->qp_off);
   pq.qpn = qpn;
   if (!pq.valid()) return Status(ENOENT);
-  if (pq.qp->rq_off) pq.rq = reinterpret_cast<RqRing*>(pq.seg->base + pq.qp->rq_off);
-  if (pq.qp->recv_cq_off) pq.rcq = reinterpret_cast<CqRing*>(pq.seg->base + pq.qp->recv_cq_off);
+  // Where its rings are is read once, checked, and kept (PeerQp).
+  const uint64_t rq_off = std::atomic_ref<uint64_t>(pq.qp->rq_off).load(std::memory_order_relaxed);
+  const uint64_t cq_off = std::atomic_ref<uint64_t>(pq.qp->recv_cq_off).load(std::memory_order_relaxed);
+  if ((rq_off && (!b.covers(rq_off, sizeof(RqRing)) || rq_off % alignof(RqRing))) ||
+      (cq_off && (!b.covers(cq_off, sizeof(CqRing)) || cq_off % alignof(CqRing)))) {
+    b.set_corrupt("a QP's rings outside the segment");
+    return Status(EINVAL);
+  }
+  if (rq_off) pq.rq = reinterpret_cast<RqRing*>(pq.seg->base + rq_off);
+  if (cq_off) pq.rcq = reinterpret_cast<CqRing*>(pq.seg->base + cq_off);
   qps_[qpn] = pq;
   return pq;
 }
@@ -93,6 +142,10 @@ Result<PeerSrq> PeerMap::resolve_srq(uint32_t srqn) {
   if (!seg.is_ok()) return Status(seg.err());
   PeerSrq ps;
   ps.seg = seg.value();
+  if (!ps.seg->bound.covers(r->qp_off, sizeof(RqRing)) || r->qp_off % alignof(RqRing)) {
+    ps.seg->bound.set_corrupt("an SRQ outside the segment");
+    return Status(EINVAL);
+  }
   ps.rq = reinterpret_cast<RqRing*>(ps.seg->base + r->qp_off);
   ps.srqn = srqn;
   if (!ps.valid()) return Status(ENOENT);

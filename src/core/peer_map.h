@@ -29,8 +29,10 @@ struct PeerQp {
   CqRing* rcq = nullptr;
   mutable MrCache mr_cache;
   /// Still the QP we resolved, and its owner alive?
+  /// (And its segment not found to hold nonsense: core/seg_bound.h.)
   bool valid() const {
-    return seg && seg_owner_alive(seg->header()) && qp->magic == kQpMagic && qp->qpn == qpn;
+    return seg && seg_owner_alive(seg->header()) && qp->magic == kQpMagic && qp->qpn == qpn &&
+           !seg->bound.corrupt.load(std::memory_order_relaxed);
   }
 };
 
@@ -41,7 +43,7 @@ struct PeerSrq {
   uint32_t srqn = 0;
   bool valid() const {
     return seg && seg_owner_alive(seg->header()) && rq->magic.load(std::memory_order_acquire) == kRqMagic &&
-           rq->srq_num == srqn;
+           rq->srq_num == srqn && !seg->bound.corrupt.load(std::memory_order_relaxed);
   }
 };
 

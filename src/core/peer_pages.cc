@@ -92,10 +92,9 @@ void retire(State& s, Mapping* m) {
 
 bool still_used(const Mapping* m) {
   if (!seg_owner_alive(m->seg->header())) return false;
-  const MrEntry* e =
-      reinterpret_cast<const MrEntry*>(m->seg->base + m->seg->header()->mr_table_off) + m->slot;
+  const MrEntry* e = m->seg->mr_entry(m->slot);
   MrView v;
-  return mr_read(e, m->key, &v) && v.share_ino == m->ino;
+  return e && mr_read(e, m->key, &v) && v.share_ino == m->ino;
 }
 
 void drop_old_sinks(State& s) {

@@ -2,14 +2,40 @@
 // posts, senders in any process claim.
 #pragma once
 
+#include <atomic>
 #include <cstring>
+#include <type_traits>
 
+#include "core/seg_bound.h"
 #include "core/shm_layout.h"
 
 namespace uroce::core {
 
 inline RqWqe* rq_slot(uint8_t* seg_base, const RqRing* r, uint64_t pos) {
   return reinterpret_cast<RqWqe*>(seg_base + r->slots_off + (pos & r->mask) * r->stride);
+}
+
+/// A ring's geometry, read once: what a claimer in another process uses
+/// after checking it (the owner may hold anything there).
+struct RqGeometry {
+  uint64_t slots_off;
+  uint32_t mask, stride, max_sge;
+};
+inline RqGeometry rq_geometry(const RqRing* r) {
+  auto ld = [](const auto& v) {
+    using T = std::remove_cvref_t<decltype(v)>;
+    return std::atomic_ref<T>(const_cast<T&>(v)).load(std::memory_order_relaxed);
+  };
+  return RqGeometry{ld(r->slots_off), ld(r->mask), ld(r->stride), ld(r->max_sge)};
+}
+/// True if every slot of `g`, with as many SGEs as a claim copies, lies
+/// inside the segment `b` bounds (b null: the caller's own, trusted).
+inline bool rq_geometry_ok(const RqGeometry& g, SegBound* b) {
+  if (!b) return true;
+  const uint64_t slots = uint64_t(g.mask) + 1;
+  const uint64_t wqe = sizeof(RqWqe) + uint64_t(g.max_sge < 32 ? g.max_sge : 32) * sizeof(Sge);
+  return (slots & g.mask) == 0 && slots <= (1u << 24) && g.stride >= wqe && g.stride <= (1u << 20) &&
+         g.slots_off % alignof(RqWqe) == 0 && b->covers(g.slots_off, slots * g.stride);
 }
 
 /// Owner: appends one receive. False if the queue already holds max_wr.
@@ -43,9 +69,16 @@ struct ClaimedRecv {
 /// `*left` gets the number still posted after the claim (a lower bound when
 /// `tail_seen` is given). `tail_seen`, optional, is the claimer's private
 /// copy of tail (tail only grows): tail, a line the owner writes on every
-/// post, is loaded only when the copy says "empty".
+/// post, is loaded only when the copy says "empty". `bound`: the ring is in
+/// a peer's segment; nonsense there (geometry outside it, a tail more than
+/// a ring ahead of head) marks the segment corrupt and claims nothing.
 inline bool rq_claim(uint8_t* seg_base, RqRing* r, ClaimedRecv* out, uint64_t* left,
-                     uint64_t* tail_seen = nullptr) {
+                     uint64_t* tail_seen = nullptr, SegBound* bound = nullptr) {
+  const RqGeometry g = rq_geometry(r);
+  if (!rq_geometry_ok(g, bound)) {
+    bound->set_corrupt("a receive queue outside the segment");
+    return false;
+  }
   uint64_t h = r->head.load(std::memory_order_acquire);
   for (;;) {
     uint64_t t = tail_seen ? *tail_seen : 0;
@@ -56,11 +89,16 @@ inline bool rq_claim(uint8_t* seg_base, RqRing* r, ClaimedRecv* out, uint64_t* l
     } else {
       std::atomic_thread_fence(std::memory_order_acquire);  // the slot was published before t was seen
     }
-    const RqWqe* w = rq_slot(seg_base, r, h);
+    if (bound && t - h > uint64_t(g.mask) + 1) {
+      bound->set_corrupt("a receive queue's tail more than a ring ahead of its head");
+      return false;
+    }
+    const RqWqe* w =
+        reinterpret_cast<const RqWqe*>(seg_base + g.slots_off + (h & g.mask) * uint64_t(g.stride));
     // Copy before claiming: the slot cannot be reused while head == h.
     out->wr_id = w->wr_id;
-    uint32_t n = w->num_sge;
-    if (n > r->max_sge || n > 32) n = 0;
+    uint32_t n = std::atomic_ref<const uint32_t>(w->num_sge).load(std::memory_order_relaxed);
+    if (n > g.max_sge || n > 32) n = 0;
     out->num_sge = n;
     memcpy(out->sge, w->sge, sizeof(Sge) * n);
     if (r->head.compare_exchange_weak(h, h + 1, std::memory_order_acq_rel)) {

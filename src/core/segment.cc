@@ -1,10 +1,14 @@
 #include "core/segment.h"
 
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
+
+#include "common/log.h"
 
 namespace uroce::core {
 
@@ -18,8 +22,11 @@ size_t size_class(size_t bytes) {
 
 Result<std::unique_ptr<Segment>> Segment::create() {
   std::unique_ptr<Segment> s(new Segment());
-  s->memfd_ = memfd_create("uroce-ctx", MFD_CLOEXEC);
+  s->memfd_ = memfd_create("uroce-ctx", MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (s->memfd_ < 0) return Status(errno);
+  // It only ever grows: uroced and peers check what they touch against its
+  // size once, and nothing can later vanish under them (SIGBUS).
+  if (fcntl(s->memfd_, F_ADD_SEALS, F_SEAL_SHRINK) != 0) return Status(errno);
   void* p = mmap(nullptr, kSegReserveBytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, s->memfd_, 0);
   if (p == MAP_FAILED) return Status(errno);
   s->base_ = static_cast<uint8_t*>(p);
@@ -73,6 +80,20 @@ Result<uint64_t> Segment::alloc(size_t bytes) {
 void Segment::free(uint64_t off, size_t bytes) {
   std::lock_guard<std::mutex> g(mu_);
   free_[size_class(bytes)].push_back(off);
+}
+
+bool SegBound::refresh_covers(uint64_t off, uint64_t len) {
+  struct stat st;
+  if (memfd < 0 || fstat(memfd, &st) != 0) return false;
+  // Never beyond the address space reserved for the segment.
+  const uint64_t s = std::min<uint64_t>(uint64_t(st.st_size), kSegReserveBytes);
+  size.store(s, std::memory_order_relaxed);
+  return off <= s && len <= s - off;
+}
+
+void SegBound::set_corrupt(const char* what) {
+  if (!corrupt.exchange(true, std::memory_order_relaxed))
+    UROCE_ERR("a peer's context segment holds nonsense (%s): its QPs now fail as if it were gone", what);
 }
 
 }  // namespace uroce::core

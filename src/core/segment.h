@@ -1,6 +1,8 @@
 // A context's shared-memory segment: a memfd reserved at kSegReserveBytes in
 // every process that maps it, holding the MR table and an arena for rings.
 // The owner allocates; peers get the memfd from uroced and map it read/write.
+// The memfd is sealed against shrinking (F_SEAL_SHRINK): uroced and peers
+// refuse one that is not.
 #pragma once
 
 #include <cstdint>
@@ -10,6 +12,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "core/seg_bound.h"
 #include "core/shm_layout.h"
 
 namespace uroce::core {
@@ -55,7 +58,13 @@ struct PeerSegment {
   uint32_t ctx_id = 0;
   int32_t pid = 0;
   uint8_t* base = nullptr;
+  /// Its MR table, checked to lie inside the segment when it was mapped.
+  MrEntry* mr_table = nullptr;
+  uint32_t mr_capacity = 0;
+  SegBound bound;
   SegHeader* header() const { return reinterpret_cast<SegHeader*>(base); }
+  /// The table entry for `slot`, or nullptr past the table.
+  MrEntry* mr_entry(uint32_t slot) const { return slot < mr_capacity ? mr_table + slot : nullptr; }
 };
 
 }  // namespace uroce::core

@@ -48,6 +48,7 @@ class Lingers {
     }
   }
   bool empty() const { return by_fd_.empty(); }
+  size_t size() const { return by_fd_.size(); }
 
  private:
   struct Entry {

@@ -1,10 +1,12 @@
 #include "daemon/registry.h"
 
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <random>
 
 #include "common/log.h"
@@ -15,26 +17,58 @@ using core::QpShm;
 using core::QpState;
 using core::SegHeader;
 
-uint32_t Registry::first_qpn() {
-  std::random_device rd;
-  return 0x11 + rd() % 0x10000;  // 24-bit QPNs; plenty left above
+uint32_t Registry::random_qpn() {
+  constexpr uint32_t kFirst = 0x11, kLast = 0xfffffe;  // 0xffffff: multicast
+  uint32_t r = 0;
+  if (getrandom(&r, sizeof(r), 0) != sizeof(r)) r = uint32_t(std::random_device{}());
+  return kFirst + r % (kLast - kFirst + 1);
 }
 
 Registry::~Registry() {
   for (auto& [id, c] : ctxs_) drop_ctx(c, false);
 }
 
-Result<uint32_t> Registry::register_ctx(int client_fd, int32_t pid, int memfd) {
+namespace {
+/// The size of a context segment's memfd, or 0 if `fd` is not one uroced may
+/// map: a memfd (or other shmem file) sealed against shrinking, so that
+/// nothing it holds can vanish under a store (SIGBUS) once checked in bounds.
+uint64_t sealed_size(int fd) {
   struct stat st;
-  if (memfd < 0 || fstat(memfd, &st) != 0 || size_t(st.st_size) < sizeof(SegHeader)) return Status(EINVAL);
+  if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return 0;
+  const int seals = fcntl(fd, F_GET_SEALS);
+  if (seals < 0 || !(seals & F_SEAL_SHRINK) || (seals & (F_SEAL_WRITE | F_SEAL_FUTURE_WRITE))) return 0;
+  return uint64_t(st.st_size);
+}
+}  // namespace
+
+Result<uint32_t> Registry::register_ctx(int client_fd, int32_t pid, int memfd) {
+  ClientShare& share = clients_[client_fd];
+  Status refuse;
+  const uint64_t size = sealed_size(memfd);
+  if (size < sizeof(SegHeader) || size > core::kSegReserveBytes)
+    refuse = Status(EINVAL);
+  else if (share.ctxs >= limits_.ctxs_per_client)
+    refuse = Status(ENOMEM);
+  else if (ctxs_.size() >= limits_.ctxs)
+    refuse = Status(EAGAIN);
+  if (!refuse) {
+    if (memfd >= 0) close(memfd);
+    return refuse;
+  }
   void* base =
       mmap(nullptr, core::kSegReserveBytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, memfd, 0);
-  if (base == MAP_FAILED) return Status(errno);
+  if (base == MAP_FAILED) {
+    const int e = errno;
+    close(memfd);
+    return Status(e);
+  }
   auto* seg = static_cast<SegHeader*>(base);
   if (seg->magic != core::kSegMagic) {
     munmap(base, core::kSegReserveBytes);
+    close(memfd);
     return Status(EINVAL);
   }
+  ++share.ctxs;
   uint32_t id = next_ctx_id_++;
   if (next_ctx_id_ == 0) next_ctx_id_ = 1;
   seg->ctx_id = id;
@@ -68,6 +102,11 @@ void Registry::drop_ctx(CtxRecord& c, bool dead) {
   if (dead) c.seg->alive.store(0, std::memory_order_release);  // pairs with peers' acquire loads
   munmap(c.seg, core::kSegReserveBytes);
   close(c.memfd);
+  auto s = clients_.find(c.client_fd);
+  if (s != clients_.end()) {
+    --s->second.ctxs;
+    s->second.qpns -= std::min<uint32_t>(s->second.qpns, uint32_t(c.qpns.size()));
+  }
 }
 
 void Registry::unregister_ctx(int client_fd, uint32_t ctx_id) {
@@ -80,12 +119,21 @@ void Registry::unregister_ctx(int client_fd, uint32_t ctx_id) {
 Result<uint32_t> Registry::alloc_qpn(int client_fd, uint32_t ctx_id, uint64_t qp_off, bool is_srq) {
   CtxRecord* c = find_ctx(client_fd, ctx_id);
   if (!c) return Status(EINVAL);
-  for (uint32_t tries = 0; tries < (1u << 24); ++tries) {
-    uint32_t q = next_qpn_++;
-    if (next_qpn_ > 0xffffff) next_qpn_ = 0x11;
-    if (q < 2 || qpns_.count(q)) continue;
+  // uroced stores into the QP when its process dies (drop_ctx): it must
+  // lie inside the segment, which can only grow (sealed_size).
+  const uint64_t need = is_srq ? sizeof(core::RqRing) : sizeof(QpShm);
+  const uint64_t size = sealed_size(c->memfd);
+  if (qp_off < sizeof(SegHeader) || qp_off % core::kCacheLine || qp_off > size || size - qp_off < need)
+    return Status(EINVAL);
+  ClientShare& share = clients_[client_fd];
+  if (share.qpns >= limits_.qpns_per_client) return Status(ENOMEM);
+  if (qpns_.size() >= limits_.qpns) return Status(EAGAIN);
+  for (uint32_t tries = 0; tries < 64; ++tries) {
+    const uint32_t q = random_qpn();
+    if (qpns_.count(q)) continue;
     qpns_[q] = {ctx_id, qp_off, is_srq};
     c->qpns.insert(q);
+    ++share.qpns;
     return q;
   }
   return Status(ENOSPC);
@@ -98,6 +146,8 @@ void Registry::free_qpn(int client_fd, uint32_t qpn) {
   if (!c) return;
   c->qpns.erase(qpn);
   qpns_.erase(it);
+  ClientShare& share = clients_[client_fd];
+  if (share.qpns) --share.qpns;
 }
 
 Result<uint32_t> Registry::alloc_key(int client_fd, uint32_t ctx_id, uint32_t slot) {
@@ -116,14 +166,30 @@ Result<Registry::Resolved> Registry::resolve_qpn(uint32_t qpn, bool want_srq) co
   return Resolved{c.pid, c.ctx_id, it->second.off, c.memfd};
 }
 
-uint32_t Registry::open_xrcd(uint64_t dev, uint64_t ino) {
-  if (dev == 0 && ino == 0) return next_xrcd_++;  // no file: a domain of its own
-  auto [it, fresh] = xrcds_.try_emplace({dev, ino}, next_xrcd_);
-  if (fresh) ++next_xrcd_;
-  return it->second;
+Result<uint32_t> Registry::open_xrcd(int client_fd, uint64_t dev, uint64_t ino) {
+  auto next_id = [this] {
+    if (next_xrcd_ == 0) next_xrcd_ = 1;
+    return next_xrcd_++;
+  };
+  if (dev == 0 && ino == 0) return next_id();  // no file: a domain of its own
+  ClientShare& share = clients_[client_fd];
+  const std::pair<uint64_t, uint64_t> file{dev, ino};
+  auto it = xrcds_.find(file);
+  if (share.xrcds.count(file)) return it->second.id;
+  if (share.xrcds.size() >= limits_.xrcds_per_client) return Status(ENOMEM);
+  if (it == xrcds_.end()) it = xrcds_.emplace(file, XrcdRecord{next_id(), 0}).first;
+  ++it->second.users;
+  share.xrcds.insert(file);
+  return it->second.id;
 }
 
 void Registry::client_gone(int client_fd) {
+  if (auto s = clients_.find(client_fd); s != clients_.end()) {
+    for (const auto& file : s->second.xrcds) {
+      auto x = xrcds_.find(file);
+      if (x != xrcds_.end() && --x->second.users == 0) xrcds_.erase(x);
+    }
+  }
   for (auto it = ctxs_.begin(); it != ctxs_.end();) {
     if (it->second.client_fd == client_fd) {
       UROCE_INFO("uroced: context %u of pid %d gone", it->first, it->second.pid);
@@ -133,6 +199,7 @@ void Registry::client_gone(int client_fd) {
       ++it;
     }
   }
+  clients_.erase(client_fd);
 }
 
 }  // namespace uroce::daemon

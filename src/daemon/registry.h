@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "core/limits.h"
 #include "core/shm_layout.h"
 
 namespace uroce::daemon {
@@ -21,14 +22,29 @@ struct CtxRecord {
   std::set<uint32_t> qpns;
 };
 
+/// What one client (a connection: one process) and all of them may hold.
+/// Beyond a client's share: ENOMEM, as a device past max_qp answers; beyond
+/// the daemon's: EAGAIN, as the kernel's rdma cgroup does.
+struct RegistryLimits {
+  uint32_t ctxs_per_client = 1024;
+  uint32_t ctxs = 8192;  // each reserves kSegReserveBytes of uroced's address space
+  uint32_t qpns_per_client = core::kLimits.max_qp + core::kLimits.max_srq;
+  uint32_t qpns = 1u << 20;
+  uint32_t xrcds_per_client = 1024;
+};
+
 class Registry {
  public:
+  explicit Registry(RegistryLimits limits = {}) : limits_(limits) {}
   ~Registry();
 
-  /// Maps and records a client's context segment; returns its ctx_id.
+  /// Maps and records a client's context segment (`memfd`, which this call
+  /// owns: a memfd sealed against shrinking, so that uroced's stores into
+  /// it can never fault); returns its ctx_id.
   Result<uint32_t> register_ctx(int client_fd, int32_t pid, int memfd);
   void unregister_ctx(int client_fd, uint32_t ctx_id);
-  /// Allocates a QPN (24-bit, never 0 or 1, unused) for a QP at `qp_off` of `ctx_id`.
+  /// Allocates a QPN (24-bit, never 0 or 1, unused) for a QP at `qp_off` of
+  /// `ctx_id` (an XRC SRQ's RqRing if `is_srq`), which must lie inside the segment.
   Result<uint32_t> alloc_qpn(int client_fd, uint32_t ctx_id, uint64_t qp_off, bool is_srq = false);
   void free_qpn(int client_fd, uint32_t qpn);
   /// A key for MR table slot `slot`: the slot in the low bits, random high bits.
@@ -41,16 +57,27 @@ class Registry {
   };
   /// Resolves a QPN, or (want_srq) an XRC SRQ number; the kind must match.
   Result<Resolved> resolve_qpn(uint32_t qpn, bool want_srq = false) const;
-  /// The XRC domain for a file (dev, ino); processes opening the same file share it.
-  uint32_t open_xrcd(uint64_t dev, uint64_t ino);
+  /// The XRC domain for a file (dev, ino); processes opening the same file
+  /// share it while one of them is connected.
+  Result<uint32_t> open_xrcd(int client_fd, uint64_t dev, uint64_t ino);
   /// A client's control socket closed: its process is gone (or gave up). Marks
   /// its segments dead and its QPs in error so peers get errors, frees its QPNs.
   void client_gone(int client_fd);
   size_t num_ctxs() const { return ctxs_.size(); }
+  size_t num_qpns() const { return qpns_.size(); }
+  size_t num_xrcds() const { return xrcds_.size(); }
 
  private:
   CtxRecord* find_ctx(int client_fd, uint32_t ctx_id);
   void drop_ctx(CtxRecord& c, bool dead);
+
+  struct ClientShare {
+    uint32_t ctxs = 0;
+    uint32_t qpns = 0;
+    std::set<std::pair<uint64_t, uint64_t>> xrcds;
+  };
+  RegistryLimits limits_;
+  std::map<int, ClientShare> clients_;
 
   std::map<uint32_t, CtxRecord> ctxs_;
   struct QpnRecord {
@@ -59,15 +86,20 @@ class Registry {
     bool is_srq;  // an XRC SRQ number: off is its RqRing, not a QpShm
   };
   std::map<uint32_t, QpnRecord> qpns_;  // qpn / srqn -> owner
-  std::map<std::pair<uint64_t, uint64_t>, uint32_t> xrcds_;
+  struct XrcdRecord {
+    uint32_t id;
+    uint32_t users;  // clients that opened it
+  };
+  std::map<std::pair<uint64_t, uint64_t>, XrcdRecord> xrcds_;
   uint32_t next_xrcd_ = 1;
   uint32_t next_ctx_id_ = 1;
-  // QP numbers start at a random point (like a NIC after a reset), so
-  // that two uroceds on one host (two users, or parallel tests) rarely
-  // hand out the same numbers: RoCE v2 flows take their UDP source port
-  // from the QPNs (docs/network-link.md, "Demultiplexing").
-  uint32_t next_qpn_ = first_qpn();
-  static uint32_t first_qpn();
+  // QP numbers are drawn at random from the 24-bit space (0, 1 and the
+  // multicast QPN excepted; docs/intra-host-link.md, "Keys and QP numbers"):
+  // another process cannot guess the next one, and two uroceds on one host
+  // (two users, or parallel tests) rarely hand out the same numbers — RoCE v2
+  // flows take their UDP source port from the QPNs (docs/network-link.md,
+  // "Demultiplexing").
+  static uint32_t random_qpn();
 };
 
 }  // namespace uroce::daemon

@@ -2,12 +2,15 @@
 // rdma-core): device registry, QPN and key allocation, QPN -> owner
 // resolution, client liveness. One thread, one epoll loop; never on the data
 // path. Started by the library on first use; exits by itself when idle.
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstddef>
 #include <cstdlib>
@@ -25,19 +28,12 @@
 #include "daemon/linger.h"
 #include "daemon/netdev.h"
 #include "daemon/peer_check.h"
-#include "daemon/registry.h"
+#include "daemon/requests.h"
 
 namespace uroce::daemon {
 namespace {
 
-using control::MsgType;
-using control::Reply;
 using control::Request;
-
-struct Client {
-  int32_t pid = 0;
-  bool refused = false;  // another user's process (daemon/peer_check.h)
-};
 
 int make_host_shm() {
   int fd = memfd_create("uroce-host", MFD_CLOEXEC);
@@ -73,6 +69,13 @@ class Server {
     ep_ = epoll_create1(EPOLL_CLOEXEC);
     add_fd(lsock_);
     if (!frames_.start()) return 1;
+    spare_fd_ = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    requests_ =
+        std::make_unique<Requests>(host_shm_fd_, Requests::Hooks{
+                                                     .devices = discover_devices,
+                                                     .id_watch_fd = [this] { return frames_.client_fd(); },
+                                                     .watch = [this](int fd) { add_fd(fd); },
+                                                 });
     if (frames_.fd() >= 0) add_fd(frames_.fd());
     uint64_t idle_since = now_ns();
     for (;;) {
@@ -85,17 +88,17 @@ class Server {
           accept_all();
         } else if (fd == frames_.fd()) {
           frames_.on_readable();
-        } else if (lingers_.owns(fd)) {
-          lingers_.on_readable(fd, now_ns(), [this](uint32_t qpn) {
-            auto r = registry_.resolve_qpn(qpn);
+        } else if (requests_->lingers().owns(fd)) {
+          requests_->lingers().on_readable(fd, now_ns(), [this](uint32_t qpn) {
+            auto r = requests_->registry().resolve_qpn(qpn);
             return r.is_ok() ? r.value().pid : 0;
           });
         } else {
           handle_client(fd, evs[i].events);
         }
       }
-      lingers_.expire(now_ns(), [this](int fd) { epoll_ctl(ep_, EPOLL_CTL_DEL, fd, nullptr); });
-      if (!clients_.empty() || !lingers_.empty()) {
+      requests_->lingers().expire(now_ns(), [this](int fd) { epoll_ctl(ep_, EPOLL_CTL_DEL, fd, nullptr); });
+      if (!requests_->empty() || !requests_->lingers().empty()) {
         idle_since = now_ns();
       } else if (now_ns() - idle_since > idle_ms * 1000000ull) {
         // A client that connected since the last look is served, not left
@@ -103,7 +106,7 @@ class Server {
         // uroced, but a moment late). One that connects after this finds
         // no listener and starts one itself.
         accept_all();
-        if (!clients_.empty()) continue;
+        if (!requests_->empty()) continue;
         UROCE_INFO("uroced: idle, exiting");
         return 0;
       }
@@ -120,148 +123,72 @@ class Server {
 
   void accept_all() {
     for (;;) {
-      int c = accept4(lsock_, nullptr, nullptr, SOCK_CLOEXEC);
-      if (c < 0) return;
-      Client cl;
-      const PeerCheck who = check_peer(c, trusted_gid_);
-      if (!who.trusted) {
-        // Answered EACCES at its first request, then dropped.
-        cl.refused = true;
-        if (refused_++ < kRefusedLogged)
-          UROCE_WARN("uroced: refused pid %d of uid %u (this daemon serves uid %u%s)", int(who.pid),
-                     unsigned(who.uid), unsigned(geteuid()),
-                     trusted_gid_ >= 0 ? " and UROCED_TRUST_GID" : "");
+      // Nonblocking: a client that stops reading its replies is dropped,
+      // never waited for (send_reply).
+      int c = accept4(lsock_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (c < 0) {
+        if ((errno == EMFILE || errno == ENFILE) && spare_fd_ >= 0) {
+          // Out of descriptors: take the waiting connection with the spare
+          // one and close it, or the listener stays readable and the loop spins.
+          close(spare_fd_);
+          c = accept4(lsock_, nullptr, nullptr, SOCK_CLOEXEC);
+          if (c >= 0) close(c);
+          spare_fd_ = open("/dev/null", O_RDONLY | O_CLOEXEC);
+          if (c >= 0) continue;
+        }
+        return;
       }
-      clients_[c] = cl;
+      const PeerCheck who = check_peer(c, trusted_gid_);
+      if (!requests_->open(c, who.pid, who.trusted)) {
+        if (over_limit_++ < kRefusedLogged)
+          UROCE_WARN("uroced: pid %d has too many connections (or all have too many); closing one",
+                     int(who.pid));
+        close(c);
+        continue;
+      }
+      if (!who.trusted && refused_++ < kRefusedLogged)
+        // Answered EACCES at its first request, then dropped.
+        UROCE_WARN("uroced: refused pid %d of uid %u (this daemon serves uid %u%s)", int(who.pid),
+                   unsigned(who.uid), unsigned(geteuid()), trusted_gid_ >= 0 ? " and UROCED_TRUST_GID" : "");
       add_fd(c);
     }
   }
 
   void drop_client(int fd) {
-    registry_.client_gone(fd);
+    requests_->close(fd);
     epoll_ctl(ep_, EPOLL_CTL_DEL, fd, nullptr);
     close(fd);
-    clients_.erase(fd);
   }
 
   void handle_client(int fd, uint32_t events) {
-    Request req;
+    // The largest message of the protocol and a little more, so that an
+    // oversized one is seen as such (Requests::handle drops its sender).
+    alignas(Request) uint8_t buf[sizeof(Request) + 64];
     int passed = -1;
-    ssize_t n = recv_msg_fd(fd, &req, sizeof(req), &passed, 0);
+    ssize_t n = recv_msg_fd(fd, buf, sizeof(buf), &passed, 0);
     if (n == -ETIMEDOUT && !(events & (EPOLLHUP | EPOLLRDHUP | EPOLLERR))) return;
-    if (n <= 0 || size_t(n) < sizeof(req)) {
+    if (n == -EAGAIN) return;
+    if (n <= 0) {
       if (passed >= 0) close(passed);
       drop_client(fd);
       return;
     }
-    auto reply = std::make_unique<Reply>();
-    memset(reply.get(), 0, sizeof(Reply));
-    int send_fd = -1;
-    bool close_send_fd = false;  // send_fd is made for this reply
-    size_t reply_len = offsetof(Reply, devices);
-    Client& cl = clients_[fd];
-    if (cl.refused) {
-      if (passed >= 0) close(passed);
-      reply->status = EACCES;
-      (void)send_msg_fd(fd, reply.get(), reply_len, -1);
-      drop_client(fd);
-      return;
-    }
-    switch (MsgType(req.type)) {
-      case MsgType::kHello: {
-        if (req.version != control::kProtoVersion) {
-          reply->status = EPROTO;
-          break;
-        }
-        cl.pid = req.pid;
-        auto devs = discover_devices();
-        reply->num_devices = uint32_t(devs.size());
-        for (size_t i = 0; i < devs.size(); ++i) reply->devices[i] = devs[i];
-        reply_len = sizeof(Reply);
-        send_fd = host_shm_fd_;
-        break;
-      }
-      case MsgType::kRegisterCtx: {
-        auto r = registry_.register_ctx(fd, cl.pid, passed);
-        if (r.is_ok()) {
-          reply->ctx_id = r.value();
-          passed = -1;  // the registry owns it now
-        } else {
-          reply->status = r.err();
-        }
-        break;
-      }
-      case MsgType::kUnregisterCtx:
-        registry_.unregister_ctx(fd, req.ctx_id);
-        break;
-      case MsgType::kAllocQpn: {
-        auto r = registry_.alloc_qpn(fd, req.ctx_id, req.off, req.slot == 1);
-        if (r.is_ok())
-          reply->qpn = r.value();
-        else
-          reply->status = r.err();
-        break;
-      }
-      case MsgType::kFreeQpn:
-        registry_.free_qpn(fd, req.qpn);
-        break;
-      case MsgType::kAllocKey: {
-        auto r = registry_.alloc_key(fd, req.ctx_id, req.slot);
-        if (r.is_ok())
-          reply->key = r.value();
-        else
-          reply->status = r.err();
-        break;
-      }
-      case MsgType::kFreeKey:
-        break;
-      case MsgType::kResolveQpn: {
-        auto r = registry_.resolve_qpn(req.qpn, req.slot == 1);
-        if (r.is_ok()) {
-          reply->pid = r->pid;
-          reply->ctx_id = r->ctx_id;
-          reply->off = r->qp_off;
-          send_fd = r->memfd;
-        } else {
-          reply->status = r.err();
-        }
-        break;
-      }
-      case MsgType::kOpenXrcd:
-        reply->key = registry_.open_xrcd(req.qpn, req.off);
-        break;
-      case MsgType::kPing:
-        break;
-      case MsgType::kIdWatch:
-        send_fd = frames_.client_fd();
-        close_send_fd = true;
-        break;
-      case MsgType::kLinger:
-        if (passed >= 0) {
-          lingers_.add(passed, req.qpn, req.arg[0], req.arg[1], req.arg[2], uint16_t(req.arg[3]), now_ns());
-          if (lingers_.owns(passed)) add_fd(passed);
-          passed = -1;  // Lingers owns it (closed already if it could not be used)
-        }
-        break;
-      default:
-        reply->status = EINVAL;
-    }
-    if (passed >= 0) close(passed);
-    const bool sent = send_msg_fd(fd, reply.get(), reply_len, send_fd) >= 0;
-    if (close_send_fd && send_fd >= 0) close(send_fd);
-    if (!sent) drop_client(fd);
+    Requests::Answer a = requests_->handle(fd, buf, size_t(n), passed);
+    const bool sent = a.send && send_msg_fd(fd, a.reply.get(), a.len, a.fd) >= 0;
+    if (a.close_fd && a.fd >= 0) close(a.fd);
+    if (!sent || a.drop) drop_client(fd);
   }
 
   static constexpr uint64_t kRefusedLogged = 10;  // refusals logged, then only counted
   const long trusted_gid_ = trusted_gid_from_env();
   uint64_t refused_ = 0;
+  uint64_t over_limit_ = 0;
   int lsock_ = -1;
   int ep_ = -1;
   int host_shm_fd_ = -1;
-  std::map<int, Client> clients_;
-  Registry registry_;
-  Lingers lingers_;
+  int spare_fd_ = -1;  // given up to take a connection when out of descriptors
   FrameWatch frames_;
+  std::unique_ptr<Requests> requests_;
 };
 
 }  // namespace
@@ -269,6 +196,12 @@ class Server {
 
 int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
+  // Room for every client's connection and context segment within the
+  // limits of daemon/requests.h and daemon/registry.h.
+  if (rlimit rl; getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < 32768) {
+    rl.rlim_cur = std::min<rlim_t>(rl.rlim_max, 32768);
+    (void)setrlimit(RLIMIT_NOFILE, &rl);
+  }
   uint64_t idle_ms = 3000;
   if (const char* s = getenv("UROCED_IDLE_MS")) idle_ms = strtoull(s, nullptr, 10);
   for (int i = 1; i < argc; ++i) {

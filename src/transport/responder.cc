@@ -40,9 +40,14 @@ bool rx_of(const PeerQp& t, uint32_t xrc_srqn, Rx* rx) {
   }
   auto s = PeerMap::get().resolve_srq(xrc_srqn);
   if (!s.is_ok() || s->rq->xrcd_id != t.qp->xrcd_id) return false;
+  const uint64_t cq_off = std::atomic_ref<uint64_t>(s->rq->cq_off).load(std::memory_order_relaxed);
+  if (!s->seg->bound.covers(cq_off, sizeof(CqRing)) || cq_off % alignof(CqRing)) {
+    s->seg->bound.set_corrupt("an SRQ's CQ outside the segment");
+    return false;
+  }
   rx->seg = s->seg;
   rx->rq = s->rq;
-  rx->cq = reinterpret_cast<CqRing*>(s->seg->base + s->rq->cq_off);
+  rx->cq = reinterpret_cast<CqRing*>(s->seg->base + cq_off);
   rx->pd_id = s->rq->pd_id;
   rx->qpn = t.qpn;
   return true;
@@ -51,8 +56,8 @@ bool rx_of(const PeerQp& t, uint32_t xrc_srqn, Rx* rx) {
 /// Validates `key` for [addr, addr+len) with `need` access in the receiving
 /// PD; returns the region's snapshot, or nullptr.
 const MrView* target_mr(const Rx& x, uint32_t key, uint64_t addr, uint64_t len, uint32_t need, MrView* buf) {
-  const SegHeader* h = x.seg->header();
-  const MrEntry* e = reinterpret_cast<const MrEntry*>(x.seg->base + h->mr_table_off) + key_slot(key);
+  const MrEntry* e = x.seg->mr_entry(key_slot(key));
+  if (!e) return nullptr;
   const MrView* mr = buf;
   if (x.mr_cache)
     mr = mr_read_cached(e, key, x.mr_cache);
@@ -65,9 +70,8 @@ const MrView* target_mr(const Rx& x, uint32_t key, uint64_t addr, uint64_t len, 
 }
 
 bool revoke_window(const Rx& x, uint32_t rkey) {
-  const SegHeader* h = x.seg->header();
-  auto* e = reinterpret_cast<MrEntry*>(x.seg->base + h->mr_table_off) + key_slot(rkey);
-  return mr_revoke_window(e, rkey, x.pd_id, x.qpn);
+  MrEntry* e = x.seg->mr_entry(key_slot(rkey));
+  return e && mr_revoke_window(e, rkey, x.pd_id, x.qpn);
 }
 
 /// This process's address of [va, va+len) of the validated region `mr`
@@ -85,7 +89,7 @@ static void post_async(const PeerQp& t, AsyncEvent ev, uint64_t handle) {
 void push_cqe(const Rx& x, const Cqe& c, bool solicited, const CqBounce* bounce) {
   CqRing* r = x.cq;
   if (!r) return;
-  switch (cq_push(x.seg->base, r, c, solicited, bounce, x.cq_head_seen)) {
+  switch (cq_push(x.seg->base, r, c, solicited, bounce, x.cq_head_seen, &x.seg->bound)) {
     case CqPush::kOkNotify:
       cq_notify(r);
       break;
@@ -95,6 +99,7 @@ void push_cqe(const Rx& x, const Cqe& c, bool solicited, const CqBounce* bounce)
       break;
     }
     case CqPush::kOk:
+    case CqPush::kCorrupt:  // the segment is marked: the requester's next check fails
       break;
   }
 }
@@ -119,7 +124,7 @@ void target_error(const PeerQp& t, AsyncEvent ev) {
         rx_of(t, 0, &x);
         ClaimedRecv r;
         uint64_t left;
-        while (rq_claim(x.seg->base, x.rq, &r, &left))
+        while (rq_claim(x.seg->base, x.rq, &r, &left, nullptr, &x.seg->bound))
           push_cqe(x, recv_cqe(t, r.wr_id, WcStatus::kWrFlushErr), true);
       }
       post_async(t, ev, t.qp->user_handle);
@@ -132,7 +137,7 @@ void target_error(const PeerQp& t, AsyncEvent ev) {
 bool claim_recv(const PeerQp& t, const Rx& x, ClaimedRecv* r, RnrInfo* rnr) {
   RqRing* rq = x.rq;
   uint64_t left = 0;
-  if (!rq || !rq_claim(x.seg->base, rq, r, &left, x.rq_tail_seen)) {
+  if (!rq || !rq_claim(x.seg->base, rq, r, &left, x.rq_tail_seen, &x.seg->bound)) {
     if (!rq) return false;
     if (rnr) {
       rnr->rnr_timer = t.qp->min_rnr_timer;

@@ -279,6 +279,17 @@ Peer::~Peer() { kill_and_reap(SIGKILL); }
   return ::testing::AssertionSuccess();
 }
 
+::testing::AssertionResult Peer::corrupt(uint32_t c) {
+  PeerCorrupt pc{c};
+  if (send(sock_, &pc, sizeof(pc), MSG_NOSIGNAL) != ssize_t(sizeof(pc)))
+    return ::testing::AssertionFailure() << "send corrupt: " << strerror(errno);
+  PeerReady ack{};
+  if (!recv_exact(sock_, &ack, sizeof(ack), kWaitMs))
+    return ::testing::AssertionFailure() << "peer did not answer within " << kWaitMs << " ms";
+  if (ack.status != 0) return ::testing::AssertionFailure() << "peer: " << strerror(ack.status);
+  return ::testing::AssertionSuccess();
+}
+
 bool Peer::kill_and_reap(int sig) {
   if (sock_ >= 0) {
     close(sock_);

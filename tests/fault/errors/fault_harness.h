@@ -136,6 +136,8 @@ class Peer {
 
   /// Starts the peer and waits (bounded) for its PeerReady.
   ::testing::AssertionResult start(const PeerHello& hello, PeerReady* ready);
+  /// Has the peer make corruption `c` (peer_protocol.h) in its segment now.
+  ::testing::AssertionResult corrupt(uint32_t c);
   /// Sends `sig`, then reaps (bounded, SIGKILL as a last resort). True if reaped.
   bool kill_and_reap(int sig = SIGKILL);
   /// SIGKILLs the peer and waits (bounded) until it has died, but leaves it

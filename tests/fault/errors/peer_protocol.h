@@ -12,9 +12,33 @@ constexpr int kPeerFd = 3;
 
 /// Test -> peer: who to connect to.
 struct PeerHello {
-  uint32_t qpn;     // the test's RC QP
-  uint8_t gid[16];  // the test's GID (index kGidIndex of uroce_lo)
-  uint32_t recvs;   // receives the peer posts before reporting ready
+  uint32_t qpn;          // the test's RC QP
+  uint8_t gid[16];       // the test's GID (index kGidIndex of uroce_lo)
+  uint32_t recvs;        // receives the peer posts before reporting ready
+  uint32_t corrupt = 0;  // a Corruption the peer makes in its own segment before reporting ready
+};
+
+/// What the peer scribbles into its own context segment (corrupt_segment_test.cc),
+/// so that the test process, which reads that segment to act as the peer's
+/// NIC, meets nonsense.
+enum Corruption : uint32_t {
+  kNoCorruption = 0,
+  kSegMagic,    // the segment header's magic
+  kMrTableOff,  // the header's MR table offset, far outside the segment
+  kQpRingOffs,  // the QP's receive queue and CQ offsets, outside the segment
+  kRqSlotsOff,  // the receive queue's slot array, far outside
+  kRqStride,    // the receive queue's slot size, smaller than a WQE
+  kRqTailJump,  // the receive queue's tail, 2^40 ahead of its head
+  kCqSlotsOff,  // the receive CQ's slot array, far outside
+  kCqCapacity,  // the receive CQ's capacity, 2^31
+  kScribble,    // every byte after the MR table
+  kNumCorruptions
+};
+
+/// Test -> peer, after PeerReady: make `corrupt` now; the peer answers with a
+/// PeerReady (status 0, or the errno of what failed).
+struct PeerCorrupt {
+  uint32_t corrupt;
 };
 
 /// Peer -> test: the peer's RC QP is in RTS and its receives are posted.

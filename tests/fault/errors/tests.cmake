@@ -5,7 +5,9 @@
 # The forked peer of the process-death tests: a plain verbs program, exec'd by
 # the tests so it starts with a clean library and its own uroced connection.
 add_executable(fault_errors_peer ${CMAKE_CURRENT_LIST_DIR}/peer_main.cc)
-target_include_directories(fault_errors_peer PRIVATE ${IBVERBS_INCLUDE_DIR} ${PROJECT_SOURCE_DIR}/tests)
+# (It reads core/shm_layout.h to corrupt its own segment: corrupt_segment_test.cc.)
+target_include_directories(fault_errors_peer PRIVATE ${IBVERBS_INCLUDE_DIR} ${PROJECT_SOURCE_DIR}/tests
+                                                   ${PROJECT_SOURCE_DIR}/src)
 target_link_libraries(fault_errors_peer PRIVATE ibverbs)
 
 set(UROCE_FAULT_ERRORS_DIR ${CMAKE_CURRENT_LIST_DIR})
@@ -20,6 +22,7 @@ uroce_gtest(fault_errors_test LABEL fault TIMEOUT 60 VERBS SOURCES
   ${UROCE_FAULT_ERRORS_DIR}/queue_depth_test.cc
   ${UROCE_FAULT_ERRORS_DIR}/flush_test.cc
   ${UROCE_FAULT_ERRORS_DIR}/peer_death_test.cc
+  ${UROCE_FAULT_ERRORS_DIR}/corrupt_segment_test.cc
   ${UROCE_FAULT_ERRORS_DIR}/busy_destroy_test.cc
   ${UROCE_FAULT_ERRORS_DIR}/unsupported_test.cc)
 

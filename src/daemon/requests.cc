@@ -1,0 +1,171 @@
+#include "daemon/requests.h"
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "common/clock.h"
+
+namespace uroce::daemon {
+
+using control::MsgType;
+using control::Reply;
+using control::Request;
+
+Requests::Requests(int host_shm_fd, Hooks hooks, ClientLimits limits)
+    : host_shm_fd_(host_shm_fd), hooks_(std::move(hooks)), limits_(limits) {}
+
+bool Requests::open(int fd, pid_t pid, bool trusted) {
+  if (clients_.size() >= limits_.connections) return false;
+  uint32_t& of_pid = per_pid_[pid];
+  if (of_pid >= limits_.connections_per_pid) return false;
+  ++of_pid;
+  Client& cl = clients_[fd];
+  cl.pid = pid;
+  cl.refused = !trusted;
+  return true;
+}
+
+void Requests::close(int fd) {
+  auto it = clients_.find(fd);
+  if (it == clients_.end()) return;
+  registry_.client_gone(fd);
+  auto p = per_pid_.find(it->second.pid);
+  if (p != per_pid_.end() && --p->second == 0) per_pid_.erase(p);
+  clients_.erase(it);
+}
+
+namespace {
+/// True if `fd` is a UDP socket connected to a peer (what kLinger passes).
+bool is_connected_udp(int fd) {
+  int type = 0, domain = 0;
+  socklen_t l = sizeof(type);
+  if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &l) != 0 || type != SOCK_DGRAM) return false;
+  l = sizeof(domain);
+  if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &l) != 0) return false;
+  return domain == AF_INET || domain == AF_INET6;
+}
+}  // namespace
+
+void Requests::linger(const Request& req, int passed) {
+  if (lingers_.size() >= limits_.lingers || !is_connected_udp(passed)) {
+    ::close(passed);  // best effort: the peer's retransmissions then go unanswered
+    return;
+  }
+  lingers_.add(passed, req.qpn, req.arg[0], req.arg[1], req.arg[2], uint16_t(req.arg[3]), now_ns());
+  if (lingers_.owns(passed) && hooks_.watch) hooks_.watch(passed);
+}
+
+Requests::Answer Requests::handle(int fd, const void* msg, size_t len, int passed) {
+  Answer a;
+  auto it = clients_.find(fd);
+  if (it == clients_.end() || len != sizeof(Request)) {
+    // Not a request of this protocol (truncated, oversized): the client
+    // is confused or hostile; either way the conversation is over.
+    if (passed >= 0) ::close(passed);
+    a.send = false;
+    a.drop = true;
+    return a;
+  }
+  Request req;
+  memcpy(&req, msg, sizeof(req));
+  Client& cl = it->second;
+  a.reply = std::make_unique<Reply>();
+  memset(a.reply.get(), 0, sizeof(Reply));
+  Reply* reply = a.reply.get();
+  a.len = offsetof(Reply, devices);
+  if (cl.refused) {
+    if (passed >= 0) ::close(passed);
+    reply->status = EACCES;
+    a.drop = true;
+    return a;
+  }
+  switch (MsgType(req.type)) {
+    case MsgType::kHello: {
+      if (req.version != control::kProtoVersion) {
+        reply->status = EPROTO;
+        break;
+      }
+      auto devs = hooks_.devices ? hooks_.devices() : std::vector<core::DeviceInfo>{};
+      if (devs.size() > core::kMaxDevices) devs.resize(core::kMaxDevices);
+      reply->num_devices = uint32_t(devs.size());
+      for (size_t i = 0; i < devs.size(); ++i) reply->devices[i] = devs[i];
+      a.len = sizeof(Reply);
+      a.fd = host_shm_fd_;
+      break;
+    }
+    case MsgType::kRegisterCtx: {
+      // The pid is the one the kernel vouches for (SO_PEERCRED), not what
+      // the client says.
+      auto r = registry_.register_ctx(fd, cl.pid, passed);
+      passed = -1;  // the registry owns it now (and closed it on failure)
+      if (r.is_ok())
+        reply->ctx_id = r.value();
+      else
+        reply->status = r.err();
+      break;
+    }
+    case MsgType::kUnregisterCtx:
+      registry_.unregister_ctx(fd, req.ctx_id);
+      break;
+    case MsgType::kAllocQpn: {
+      auto r = registry_.alloc_qpn(fd, req.ctx_id, req.off, req.slot == 1);
+      if (r.is_ok())
+        reply->qpn = r.value();
+      else
+        reply->status = r.err();
+      break;
+    }
+    case MsgType::kFreeQpn:
+      registry_.free_qpn(fd, req.qpn);
+      break;
+    case MsgType::kAllocKey: {
+      auto r = registry_.alloc_key(fd, req.ctx_id, req.slot);
+      if (r.is_ok())
+        reply->key = r.value();
+      else
+        reply->status = r.err();
+      break;
+    }
+    case MsgType::kFreeKey:
+      break;
+    case MsgType::kResolveQpn: {
+      auto r = registry_.resolve_qpn(req.qpn, req.slot == 1);
+      if (r.is_ok()) {
+        reply->pid = r->pid;
+        reply->ctx_id = r->ctx_id;
+        reply->off = r->qp_off;
+        a.fd = r->memfd;
+      } else {
+        reply->status = r.err();
+      }
+      break;
+    }
+    case MsgType::kOpenXrcd: {
+      auto r = registry_.open_xrcd(fd, req.qpn, req.off);
+      if (r.is_ok())
+        reply->key = r.value();
+      else
+        reply->status = r.err();
+      break;
+    }
+    case MsgType::kPing:
+      break;
+    case MsgType::kIdWatch:
+      a.fd = hooks_.id_watch_fd ? hooks_.id_watch_fd() : -1;
+      a.close_fd = true;
+      break;
+    case MsgType::kLinger:
+      if (passed >= 0) linger(req, passed);
+      passed = -1;
+      break;
+    default:
+      reply->status = EINVAL;
+  }
+  if (passed >= 0) ::close(passed);  // a descriptor the request does not take
+  return a;
+}
+
+}  // namespace uroce::daemon
