@@ -44,6 +44,12 @@ Result<std::unique_ptr<Context>> Context::open(const DeviceInfo& dev) {
   return c;
 }
 
+void Context::own_segment_corrupt() {
+  if (fatal_.exchange(true)) return;
+  NotifyMsg m{kNotifyAsync, uint32_t(AsyncEvent::kDeviceFatal), 0};
+  notify_post(getpid(), async_id_, m);
+}
+
 Context::~Context() {
   // Regions the program never deregistered stop sharing their pages.
   for (uint32_t slot = 1; seg_ && slot < next_slot_; ++slot) {

@@ -40,6 +40,10 @@ class Context {
   /// Set when uroced died (IBV_EVENT_DEVICE_FATAL was raised).
   bool fatal() const { return fatal_.load(std::memory_order_relaxed); }
   void set_fatal() { fatal_.store(true); }
+  /// This process's own segment was found to hold nonsense (a peer
+  /// scribbled over it: core/seg_bound.h): the device goes fatal, as a NIC
+  /// whose queues were corrupted would (IBV_EVENT_DEVICE_FATAL, once).
+  void own_segment_corrupt();
 
   uint32_t alloc_pd_id() { return next_pd_id_.fetch_add(1); }
   /// Bytes of device memory this context may still allocate (core/device_memory.h).

@@ -79,6 +79,7 @@ Result<std::unique_ptr<Cq>> Cq::create(Context* ctx, uint32_t cqe, uint32_t chan
   r->slots_off = cq->off_ + sizeof(CqRing);
   r->want_ts = timestamps;
   cq->ring_ = r;
+  cq->geom_.store(cq_geom_pack(r->slots_off, cap), std::memory_order_relaxed);
   cq->reported_cqe_ = reported_size(cqe);
   return cq;
 }
@@ -91,9 +92,12 @@ Cq::~Cq() {
 void Cq::push_local(const Cqe& c, bool solicited) {
   // Threads may race on the copy: any value they store is a head once seen, so still safe.
   uint64_t h = head_seen_.load(std::memory_order_relaxed);
-  CqPush r = cq_push(ctx_->seg().base(), ring_, c, solicited, nullptr, &h);
+  // Checked against this process's own segment: a peer may have scribbled
+  // over the ring's geometry (core/seg_bound.h).
+  CqPush r = cq_push(ctx_->seg().base(), ring_, c, solicited, nullptr, &h, &ctx_->seg().bound());
   head_seen_.store(h, std::memory_order_relaxed);
   if (r == CqPush::kOkNotify) cq_notify(ring_);
+  if (r == CqPush::kCorrupt) ctx_->own_segment_corrupt();
 }
 
 Status Cq::resize(uint32_t cqe) {
@@ -102,7 +106,7 @@ Status Cq::resize(uint32_t cqe) {
   // is allocated and freed outside the spin lock (the segment's allocator
   // may grow its file), which guards the switch alone.
   std::lock_guard<std::mutex> r(resize_mu_);
-  uint32_t cap = ring_->capacity;
+  uint32_t cap = capacity();
   if (cqe + 1 <= cap) {
     std::lock_guard<SpinLock> g(mu_);
     if (cqe < cq_depth(ring_)) return Status(EINVAL);  // would drop completions
@@ -113,15 +117,17 @@ Status Cq::resize(uint32_t cqe) {
   const size_t bytes = cq_slot_array_bytes(cap);
   auto off = ctx_->seg().alloc(bytes);
   if (!off.is_ok()) return Status(off.err());
-  const uint64_t old_off = ring_->slots_off;
-  const size_t old_bytes = cq_slot_array_bytes(ring_->capacity);
+  const uint64_t old_geom = geom_.load(std::memory_order_relaxed);
+  const uint64_t old_off = old_geom & ((1ull << 48) - 1);
+  const size_t old_bytes = cq_slot_array_bytes(capacity());
   bool refused = false, free_old = false;
   {
     std::lock_guard<SpinLock> g(mu_);
     if (cqe < cq_depth(ring_)) {
       refused = true;  // would drop completions
     } else {
-      const bool clean = cq_resize(ctx_->seg().base(), ring_, off.value(), cap);
+      const bool clean = cq_resize(ctx_->seg().base(), ring_, off.value(), cap, old_geom);
+      geom_.store(cq_geom_pack(off.value(), cap), std::memory_order_release);
       reported_cqe_ = reported_size(cqe);
       extra_.push_back({off.value(), bytes});
       std::erase_if(extra_, [&](const auto& e) { return e.first == old_off && clean; });
@@ -140,7 +146,9 @@ Status Cq::resize(uint32_t cqe) {
 
 void Cq::purge_qp(uint32_t qpn) {
   std::lock_guard<SpinLock> g(mu_);
-  cq_purge(ctx_->seg().base(), ring_, [qpn](const Cqe& c) { return c.qp_num == qpn; });
+  cq_purge(
+      ctx_->seg().base(), ring_, [qpn](const Cqe& c) { return c.qp_num == qpn; },
+      geom_.load(std::memory_order_relaxed));
 }
 
 void cq_notify(const CqRing* r) {

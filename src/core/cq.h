@@ -42,12 +42,16 @@ class Cq {
   /// Hands up to `n` completions to `take` in place (no intermediate copy).
   template <typename Take>
   int poll_each(int n, Take&& take) {
-    if (!cq_peek_ready(ctx_->seg().base(), ring_)) return 0;  // the busy-poll case: no lock
+    // The busy-poll case: no lock.
+    if (!cq_peek_ready(ctx_->seg().base(), ring_, geom_.load(std::memory_order_acquire))) return 0;
     std::lock_guard<SpinLock> g(mu_);
-    return cq_pop_each(ctx_->seg().base(), ring_, n, [&](const Cqe& c) {
-      if (c.sq_retire) qp_retire(c.local_qp, c.sq_retire);
-      take(c);
-    });
+    return cq_pop_each(
+        ctx_->seg().base(), ring_, n,
+        [&](const Cqe& c) {
+          if (c.sq_retire) qp_retire(c.local_qp, c.sq_retire);
+          take(c);
+        },
+        geom_.load(std::memory_order_relaxed));
   }
   /// Arms the completion channel for the next (or next solicited) completion.
   void arm(bool solicited_only) {
@@ -63,7 +67,7 @@ class Cq {
   /// starts clean, as mlx5 cleans its CQs then (see cq_purge).
   void purge_qp(uint32_t qpn);
 
-  uint32_t capacity() const { return ring_->capacity; }
+  uint32_t capacity() const { return 1u << (geom_.load(std::memory_order_relaxed) >> 48); }
   uint32_t reported_cqe() const { return reported_cqe_; }
   uint64_t off() const { return off_; }
   Context* ctx() const { return ctx_; }
@@ -73,6 +77,10 @@ class Cq {
   Cq() = default;
   Context* ctx_ = nullptr;
   CqRing* ring_ = nullptr;
+  /// The slot array and capacity, kept here (cq_geom_pack): the ring's copy
+  /// is for producers. Changed by resize under mu_; the lock-free peek
+  /// loads it whole.
+  std::atomic<uint64_t> geom_{0};
   uint64_t off_ = 0;
   size_t bytes_ = 0;
   uint32_t reported_cqe_ = 0;

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cstring>
 
 #include "common/clock.h"
@@ -36,6 +37,33 @@ inline void st_rel(T& v, T x) {
 
 inline Cqe* cq_slots(uint8_t* seg_base, const CqRing* r) {
   return reinterpret_cast<Cqe*>(seg_base + ld_acq(r->slots_off));
+}
+
+/// A CQ's slot array and size as its owner keeps them, privately, in one
+/// word ([log2 capacity:16][slots_off:48]): producers in other processes
+/// write into the ring, and one that scribbled over the ring's own copy of
+/// its geometry must not steer the owner's reads and moves outside it.
+/// 0: take the ring's copy (tests of the ring alone).
+inline uint64_t cq_geom_pack(uint64_t slots_off, uint32_t cap) {
+  return slots_off | (uint64_t(std::countr_zero(cap)) << 48);
+}
+struct CqGeom {
+  Cqe* slots;
+  uint8_t* bounce;  // the bounce records, after the slots
+  uint32_t cap, mask;
+};
+inline CqGeom cq_geom(uint8_t* seg_base, const CqRing* r, uint64_t packed) {
+  uint64_t off;
+  uint32_t cap;
+  if (packed) {
+    off = packed & ((1ull << 48) - 1);
+    cap = 1u << (packed >> 48);
+  } else {
+    off = ld_acq(r->slots_off);
+    cap = ld_acq(r->capacity);
+  }
+  auto* slots = reinterpret_cast<Cqe*>(seg_base + off);
+  return CqGeom{slots, reinterpret_cast<uint8_t*>(slots) + size_t(cap) * sizeof(Cqe), cap, cap - 1};
 }
 
 /// kCorrupt: the ring (in a peer's segment) holds nonsense; nothing was
@@ -138,9 +166,10 @@ inline CqPush cq_push(uint8_t* seg_base, CqRing* r, const Cqe& c, bool solicited
 /// (which reads them in place, before their slots are released), then
 /// releases them. Owner only, under its lock. Returns how many.
 template <typename Take>
-inline int cq_pop_each(uint8_t* seg_base, CqRing* r, int n, Take&& take) {
-  Cqe* slots = cq_slots(seg_base, r);
-  const uint32_t mask = r->mask;
+inline int cq_pop_each(uint8_t* seg_base, CqRing* r, int n, Take&& take, uint64_t geom = 0) {
+  const CqGeom g = cq_geom(seg_base, r, geom);
+  Cqe* slots = g.slots;
+  const uint32_t mask = g.mask;
   uint64_t h = r->head.load(std::memory_order_relaxed);
   int got = 0;
   while (got < n) {
@@ -149,8 +178,7 @@ inline int cq_pop_each(uint8_t* seg_base, CqRing* r, int n, Take&& take) {
       break;  // pairs with cq_push's release
     if (s->wc_flags & kCqeBounced) {
       // Deliver the payload now, before the slot (and its record) is released.
-      const uint8_t* rec = reinterpret_cast<const uint8_t*>(slots) + size_t(r->capacity) * sizeof(Cqe) +
-                           size_t(h & mask) * kCqBounceBytes;
+      const uint8_t* rec = g.bounce + size_t(h & mask) * kCqBounceBytes;
       uint64_t dst;
       memcpy(&dst, rec, 8);
       memcpy(reinterpret_cast<void*>(dst), rec + 8, std::min<uint32_t>(s->byte_len, kCqBouncePayload));
@@ -165,18 +193,19 @@ inline int cq_pop_each(uint8_t* seg_base, CqRing* r, int n, Take&& take) {
 }
 
 /// Consumer: copies up to `n` completions into `out`. Owner only, under its lock.
-inline int cq_pop(uint8_t* seg_base, CqRing* r, Cqe* out, int n) {
+inline int cq_pop(uint8_t* seg_base, CqRing* r, Cqe* out, int n, uint64_t geom = 0) {
   int i = 0;
-  return cq_pop_each(seg_base, r, n,
-                     [&](const Cqe& c) { memcpy(static_cast<void*>(&out[i++]), &c, sizeof(Cqe)); });
+  return cq_pop_each(
+      seg_base, r, n, [&](const Cqe& c) { memcpy(static_cast<void*>(&out[i++]), &c, sizeof(Cqe)); }, geom);
 }
 
 /// Lock-free hint for the owner: is a completion published at the head? A
 /// stale answer is harmless (the caller then polls under its lock, or tries
 /// again); it spares an empty poll the lock.
-inline bool cq_peek_ready(uint8_t* seg_base, CqRing* r) {
+inline bool cq_peek_ready(uint8_t* seg_base, CqRing* r, uint64_t geom = 0) {
   const uint64_t h = r->head.load(std::memory_order_relaxed);
-  Cqe* s = &cq_slots(seg_base, r)[h & ld_acq(r->mask)];
+  const CqGeom g = cq_geom(seg_base, r, geom);
+  Cqe* s = &g.slots[h & g.mask];
   return std::atomic_ref<uint64_t>(s->seq).load(std::memory_order_acquire) == h + 1;
 }
 
@@ -188,12 +217,14 @@ inline uint64_t cq_depth(const CqRing* r) {
 /// Owner only, under its poll lock: moves the ring to `new_slots_off` (room
 /// for `new_cap` entries, a power of two >= the entries present). Returns
 /// false if a producer died in the middle of publishing (its slot is lost).
-inline bool cq_resize(uint8_t* seg_base, CqRing* r, uint64_t new_slots_off, uint32_t new_cap) {
+inline bool cq_resize(uint8_t* seg_base, CqRing* r, uint64_t new_slots_off, uint32_t new_cap,
+                      uint64_t geom = 0) {
   uint64_t tw = r->tail.fetch_or(kCqFrozen, std::memory_order_acq_rel);
   const uint64_t end = tw & kCqPosMask;
   const uint64_t head = r->head.load(std::memory_order_relaxed);
-  Cqe* old_slots = cq_slots(seg_base, r);
-  const uint32_t old_mask = r->mask;
+  const CqGeom old = cq_geom(seg_base, r, geom);
+  Cqe* old_slots = old.slots;
+  const uint32_t old_mask = old.mask;
   Cqe* new_slots = reinterpret_cast<Cqe*>(seg_base + new_slots_off);
   bool complete = true;
   for (uint64_t p = head; p < end; ++p) {
@@ -210,9 +241,7 @@ inline bool cq_resize(uint8_t* seg_base, CqRing* r, uint64_t new_slots_off, uint
     memcpy(static_cast<void*>(d), s, sizeof(Cqe));
     memcpy(reinterpret_cast<uint8_t*>(new_slots) + size_t(new_cap) * sizeof(Cqe) +
                size_t(p & (new_cap - 1)) * kCqBounceBytes,
-           reinterpret_cast<uint8_t*>(old_slots) + size_t(old_mask + 1) * sizeof(Cqe) +
-               size_t(p & old_mask) * kCqBounceBytes,
-           kCqBounceBytes);
+           old.bounce + size_t(p & old_mask) * kCqBounceBytes, kCqBounceBytes);
     if (std::atomic_ref<uint64_t>(s->seq).load(std::memory_order_acquire) != p + 1) {
       complete = false;
       std::atomic_ref<uint64_t>(d->seq).store(p + 1, std::memory_order_release);  // surfaces as a stale entry
@@ -232,13 +261,14 @@ inline bool cq_resize(uint8_t* seg_base, CqRing* r, uint64_t new_slots_off, uint
 /// published; if one is not, nothing is removed (a producer's late write
 /// could land on a moved entry). Returns how many were removed.
 template <typename Drop>
-inline uint32_t cq_purge(uint8_t* seg_base, CqRing* r, Drop&& drop) {
+inline uint32_t cq_purge(uint8_t* seg_base, CqRing* r, Drop&& drop, uint64_t geom = 0) {
   uint64_t tw = r->tail.fetch_or(kCqFrozen, std::memory_order_acq_rel);
   const uint64_t end = tw & kCqPosMask;
   const uint64_t head = r->head.load(std::memory_order_relaxed);
-  Cqe* slots = cq_slots(seg_base, r);
-  const uint32_t mask = r->mask;
-  uint8_t* bounce = reinterpret_cast<uint8_t*>(slots) + size_t(r->capacity) * sizeof(Cqe);
+  const CqGeom g = cq_geom(seg_base, r, geom);
+  Cqe* slots = g.slots;
+  const uint32_t mask = g.mask;
+  uint8_t* bounce = g.bounce;
   bool published = true;
   for (uint64_t p = head; p < end && published; ++p) {
     const Cqe* s = &slots[p & mask];

@@ -291,7 +291,11 @@ Status Qp::post_recv(uint64_t wr_id, const Sge* sge, uint32_t num_sge) {
   if (s == QpState::kReset) return Status(EINVAL);
   transport::NetEngine::catch_up();
   std::lock_guard<SpinLock> g(rq_mu_);
-  if (!rq_post(ctx_->seg().base(), rq_, wr_id, sge, num_sge, &rq_head_seen_)) return Status(ENOMEM);
+  if (!rq_post(ctx_->seg().base(), rq_, wr_id, sge, num_sge, &rq_head_seen_, &ctx_->seg().bound())) {
+    if (!ctx_->seg().bound().corrupt.load(std::memory_order_relaxed)) return Status(ENOMEM);
+    ctx_->own_segment_corrupt();
+    return Status(EIO);
+  }
   if (s == QpState::kErr) flush_rq();
   return Status::ok();
 }
@@ -307,7 +311,7 @@ void Qp::flush_rq() {
   }
   ClaimedRecv r;
   uint64_t left;
-  while (rq_claim(ctx_->seg().base(), rq_, &r, &left)) {
+  while (rq_claim(ctx_->seg().base(), rq_, &r, &left, nullptr, &ctx_->seg().bound())) {
     Cqe c{};
     c.wr_id = r.wr_id;
     c.status = uint32_t(WcStatus::kWrFlushErr);

@@ -42,14 +42,23 @@ inline bool rq_geometry_ok(const RqGeometry& g, SegBound* b) {
 /// `head_seen` is the owner's private copy of head (head only grows, so a
 /// stale copy only under-states the room): head, a line the claimers write,
 /// is loaded only when the copy says "full", not on every post.
+/// `bound`: checks the ring's geometry against the owner's own segment
+/// first (claimers in other processes write into the ring; one that
+/// scribbled over the geometry must not steer this write): nonsense marks
+/// the segment corrupt and posts nothing.
 inline bool rq_post(uint8_t* seg_base, RqRing* r, uint64_t wr_id, const Sge* sge, uint32_t num_sge,
-                    uint64_t* head_seen) {
+                    uint64_t* head_seen, SegBound* bound = nullptr) {
+  const RqGeometry g = rq_geometry(r);
+  if (!rq_geometry_ok(g, bound) || (bound && num_sge > g.max_sge)) {
+    bound->set_corrupt("a receive queue outside the segment");
+    return false;
+  }
   uint64_t t = r->tail.load(std::memory_order_relaxed);
   if (t - *head_seen >= r->max_wr) {
     *head_seen = r->head.load(std::memory_order_acquire);  // pairs with rq_claim's CAS
     if (t - *head_seen >= r->max_wr) return false;
   }
-  RqWqe* w = rq_slot(seg_base, r, t);
+  RqWqe* w = reinterpret_cast<RqWqe*>(seg_base + g.slots_off + (t & g.mask) * uint64_t(g.stride));
   w->wr_id = wr_id;
   w->num_sge = num_sge;
   // A receive may have no SGE, and then sge may be null.

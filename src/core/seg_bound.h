@@ -21,6 +21,7 @@ struct SegBound {
   /// Set once the segment was found to hold nonsense: every later use of
   /// it fails (PeerQp::valid).
   std::atomic<bool> corrupt{false};
+  bool own = false;  // this process's own segment (which peers write into)
 
   /// True if [off, off+len) lies inside the segment.
   bool covers(uint64_t off, uint64_t len) {

@@ -27,6 +27,8 @@ Result<std::unique_ptr<Segment>> Segment::create() {
   // It only ever grows: uroced and peers check what they touch against its
   // size once, and nothing can later vanish under them (SIGBUS).
   if (fcntl(s->memfd_, F_ADD_SEALS, F_SEAL_SHRINK) != 0) return Status(errno);
+  s->bound_.memfd = s->memfd_;
+  s->bound_.own = true;
   void* p = mmap(nullptr, kSegReserveBytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, s->memfd_, 0);
   if (p == MAP_FAILED) return Status(errno);
   s->base_ = static_cast<uint8_t*>(p);
@@ -56,6 +58,7 @@ Status Segment::grow_to(uint64_t bytes) {
   if (want > kSegReserveBytes) return Status(ENOMEM);
   if (ftruncate(memfd_, off_t(want)) != 0) return Status(errno);
   file_size_ = want;
+  bound_.size.store(want, std::memory_order_relaxed);
   return Status::ok();
 }
 
@@ -92,7 +95,12 @@ bool SegBound::refresh_covers(uint64_t off, uint64_t len) {
 }
 
 void SegBound::set_corrupt(const char* what) {
-  if (!corrupt.exchange(true, std::memory_order_relaxed))
+  if (corrupt.exchange(true, std::memory_order_relaxed)) return;
+  if (own)
+    UROCE_ERR(
+        "this process's context segment holds nonsense (%s), written by a peer: the device is now fatal",
+        what);
+  else
     UROCE_ERR("a peer's context segment holds nonsense (%s): its QPs now fail as if it were gone", what);
 }
 

@@ -34,6 +34,9 @@ class Segment {
     return reinterpret_cast<T*>(base_ + off);
   }
   uint64_t off_of(const void* p) const { return uint64_t(static_cast<const uint8_t*>(p) - base_); }
+  /// What lies inside the file: for checks of geometry that peers could
+  /// have scribbled over in this process's own segment (core/seg_bound.h).
+  SegBound& bound() { return bound_; }
 
   /// Zeroed, cache-line aligned memory from the arena; returns its offset.
   Result<uint64_t> alloc(size_t bytes);
@@ -47,6 +50,7 @@ class Segment {
 
   uint8_t* base_ = nullptr;
   int memfd_ = -1;
+  SegBound bound_;
   std::mutex mu_;
   uint64_t file_size_ = 0;
   uint64_t top_ = 0;

@@ -67,7 +67,11 @@ Status Srq::post(uint64_t wr_id, const Sge* sge, uint32_t num_sge) {
   transport::NetEngine::catch_up();  // packets that came before this receive go first
   if (num_sge > ring_->max_sge) return Status(EINVAL);
   std::lock_guard<SpinLock> g(mu_);
-  if (!rq_post(ctx_->seg().base(), ring_, wr_id, sge, num_sge, &head_seen_)) return Status(ENOMEM);
+  if (!rq_post(ctx_->seg().base(), ring_, wr_id, sge, num_sge, &head_seen_, &ctx_->seg().bound())) {
+    if (!ctx_->seg().bound().corrupt.load(std::memory_order_relaxed)) return Status(ENOMEM);
+    ctx_->own_segment_corrupt();
+    return Status(EIO);
+  }
   return Status::ok();
 }
 

@@ -481,7 +481,7 @@ void NetQp::flush_own_rq() {
   if (self_.qp->has_srq || !rx_of(self_, 0, &x) || !x.rq) return;
   ClaimedRecv r;
   uint64_t left;
-  while (rq_claim(x.seg->base, x.rq, &r, &left))
+  while (rq_claim(x.seg->base, x.rq, &r, &left, nullptr, &x.seg->bound))
     push_cqe(x, recv_cqe(self_, r.wr_id, WcStatus::kWrFlushErr), true);
 }
 

@@ -9,10 +9,13 @@
 // ERR) and never touch memory outside the segment (the ASan tree runs this).
 //
 // Rules: DESIGN.md invariant 4 (a peer never wedges anyone else); ibv_poll_cq(3).
+#include <poll.h>
+
 #include <cstdlib>
 #include <cstring>
 
 #include "fault/errors/fault_harness.h"
+#include "fault/errors/scribble.h"
 
 namespace uroce::fault {
 namespace {
@@ -97,6 +100,39 @@ TEST_P(CorruptWhileConnected, SendsFailAndMemoryStaysSafe) {
 INSTANTIATE_TEST_SUITE_P(Peer, CorruptWhileConnected,
                          ::testing::Values(kRqSlotsOff, kRqStride, kRqTailJump, kCqSlotsOff, kCqCapacity,
                                            kScribble));
+
+// Nonsense a peer wrote into this process's own segment: peers write into
+// its CQs and receive queues, so one could scribble over their geometry. This
+// process keeps its CQs' geometry privately (polls are unaffected) and checks
+// the ring's copy before it writes a completion or a receive; nonsense there
+// makes the device fatal (IBV_EVENT_DEVICE_FATAL, as a NIC whose queues were
+// corrupted), never an access outside the segment. Both links: the rings
+// are the same.
+class CorruptOwnSegment : public VerbsTest {};
+
+TEST_F(CorruptOwnSegment, DeviceGoesFatalAndMemoryStaysSafe) {
+  Endpoint e;
+  ASSERT_TRUE(make_endpoint(ctx_, {}, &e));
+  ASSERT_EQ(to_init(e.qp, kAllRemote), 0);
+  ibv_sge s = e.sge(0, 64);
+  ASSERT_EQ(post_recv(e.qp, 1, &s, 1), 0);
+  ASSERT_EQ(corrupt_segment(kCqSlotsOff, e.qp->qp_num), 0);
+  ASSERT_EQ(corrupt_segment(kCqCapacity, e.qp->qp_num), 0);
+  ibv_wc wc;
+  EXPECT_EQ(ibv_poll_cq(e.recv_cq, 1, &wc), 0);  // its own geometry: nothing there yet
+  // The flush of the posted receive writes a completion into that CQ.
+  EXPECT_EQ(to_state(e.qp, IBV_QPS_ERR), 0);
+  pollfd p{ctx_->async_fd, POLLIN, 0};
+  ASSERT_EQ(poll(&p, 1, kWaitMs), 1) << "no async event within " << kWaitMs << " ms";
+  ibv_async_event ev;
+  ASSERT_EQ(ibv_get_async_event(ctx_, &ev), 0);
+  EXPECT_EQ(ev.event_type, IBV_EVENT_DEVICE_FATAL) << ibv_event_type_str(ev.event_type);
+  ibv_ack_async_event(&ev);
+  // A receive queue whose geometry points far outside: refused.
+  ASSERT_EQ(corrupt_segment(kRqSlotsOff, e.qp->qp_num), 0);
+  EXPECT_NE(post_recv(e.qp, 2, &s, 1), 0);
+  EXPECT_GE(ibv_poll_cq(e.recv_cq, 1, &wc), 0);
+}
 
 }  // namespace
 }  // namespace uroce::fault

@@ -4,22 +4,17 @@
 // PeerReady, then idles until the test closes its end or kills it (SIGKILL is
 // the point of most tests). Idling is bounded: it exits after 60 s whatever
 // happens, so it can never outlive a broken test for long.
-#include <dirent.h>
-#include <fcntl.h>
 #include <infiniband/verbs.h>
 #include <poll.h>
-#include <sys/mman.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
-#include <string>
 #include <vector>
 
-#include "core/shm_layout.h"
 #include "fault/errors/peer_protocol.h"
+#include "fault/errors/scribble.h"
 
 namespace {
 
@@ -36,91 +31,6 @@ int fail(int e) {
   r.status = e ? e : EIO;
   (void)send(kPeerFd, &r, sizeof(r), MSG_NOSIGNAL);
   return 1;
-}
-
-/// This process's context segment, mapped once more (the library's memfd,
-/// found among our descriptors by its name and its owner).
-struct OwnSegment {
-  uint8_t* base = nullptr;
-  uint64_t size = 0;
-};
-bool own_segment(OwnSegment* out) {
-  DIR* d = opendir("/proc/self/fd");
-  if (!d) return false;
-  while (dirent* e = readdir(d)) {
-    const std::string path = std::string("/proc/self/fd/") + e->d_name;
-    char link[256] = {};
-    if (readlink(path.c_str(), link, sizeof(link) - 1) <= 0 || strncmp(link, "/memfd:uroce-ctx", 16) != 0)
-      continue;
-    int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
-    struct stat st;
-    if (fd < 0 || fstat(fd, &st) != 0) continue;
-    void* p = mmap(nullptr, size_t(st.st_size), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    if (p == MAP_FAILED) continue;
-    if (static_cast<uroce::core::SegHeader*>(p)->owner_pid == getpid()) {
-      out->base = static_cast<uint8_t*>(p);
-      out->size = uint64_t(st.st_size);
-      closedir(d);
-      return true;
-    }
-    munmap(p, size_t(st.st_size));
-  }
-  closedir(d);
-  return false;
-}
-
-/// Makes corruption `c` in this process's segment, around QP `qpn`. 0 or an errno.
-int corrupt_segment(uint32_t c, uint32_t qpn) {
-  using namespace uroce::core;
-  OwnSegment seg;
-  if (!own_segment(&seg)) return ENOENT;
-  auto* h = reinterpret_cast<SegHeader*>(seg.base);
-  QpShm* q = nullptr;
-  for (uint64_t off = h->arena_off; off + sizeof(QpShm) <= seg.size && !q; off += kCacheLine) {
-    auto* cand = reinterpret_cast<QpShm*>(seg.base + off);
-    if (cand->magic == kQpMagic && cand->qpn == qpn) q = cand;
-  }
-  if (!q || !q->rq_off || !q->recv_cq_off) return ESRCH;
-  auto* rq = reinterpret_cast<RqRing*>(seg.base + q->rq_off);
-  auto* cq = reinterpret_cast<CqRing*>(seg.base + q->recv_cq_off);
-  constexpr uint64_t kFar = 1ull << 40;
-  switch (c) {
-    case uroce::fault::kSegMagic:
-      h->magic = 0x4e4f4e53454e5345ull;
-      break;
-    case uroce::fault::kMrTableOff:
-      h->mr_table_off = kFar;
-      break;
-    case uroce::fault::kQpRingOffs:
-      q->rq_off = seg.size + kCacheLine;
-      q->recv_cq_off = ~uint64_t(0) - 63;
-      break;
-    case uroce::fault::kRqSlotsOff:
-      rq->slots_off = kFar;
-      break;
-    case uroce::fault::kRqStride:
-      rq->stride = 1;
-      break;
-    case uroce::fault::kRqTailJump:
-      rq->tail.fetch_add(kFar);
-      break;
-    case uroce::fault::kCqSlotsOff:
-      cq->slots_off = kFar;
-      break;
-    case uroce::fault::kCqCapacity:
-      cq->capacity = 1u << 31;
-      cq->mask = (1u << 31) - 1;
-      break;
-    case uroce::fault::kScribble:
-      // Everything after the MR table: QPs, rings, CQs (this process may
-      // well not survive its own next look at them; the test's must).
-      memset(seg.base + h->arena_off, 0xa5, seg.size - h->arena_off);
-      break;
-    default:
-      return EINVAL;
-  }
-  return 0;
 }
 
 }  // namespace
@@ -200,7 +110,7 @@ int main() {
     return fail(e);
 
   if (h.corrupt != uroce::fault::kNoCorruption)
-    if (int e = corrupt_segment(h.corrupt, qp->qp_num)) return fail(e);
+    if (int e = uroce::fault::corrupt_segment(h.corrupt, qp->qp_num)) return fail(e);
 
   PeerReady r{};
   r.qpn = qp->qp_num;
@@ -217,7 +127,7 @@ int main() {
   uroce::fault::PeerCorrupt pc{};
   while (poll(&p, 1, kIdleLimitMs) == 1 && recv(kPeerFd, &pc, sizeof(pc), 0) == ssize_t(sizeof(pc))) {
     PeerReady ack{};
-    ack.status = corrupt_segment(pc.corrupt, qp->qp_num);
+    ack.status = uroce::fault::corrupt_segment(pc.corrupt, qp->qp_num);
     if (send(kPeerFd, &ack, sizeof(ack), MSG_NOSIGNAL) != ssize_t(sizeof(ack))) break;
   }
   ibv_destroy_qp(qp);

@@ -40,6 +40,9 @@ uroce_gtest(fault_errors_daemon_race_test LABEL fault TIMEOUT 30 VERBS SOURCES
   ${UROCE_FAULT_ERRORS_DIR}/fault_harness.cc
   ${UROCE_FAULT_ERRORS_DIR}/daemon_race_test.cc)
 
+# corrupt_segment_test.cc scribbles over its own segment (scribble.h reads core/shm_layout.h).
+target_include_directories(fault_errors_test PRIVATE ${PROJECT_SOURCE_DIR}/src)
+
 foreach(t fault_errors_test fault_errors_daemon_death_test fault_errors_lock_wait_test fault_errors_daemon_race_test)
   target_compile_definitions(${t} PRIVATE UROCE_FAULT_PEER_PATH="$<TARGET_FILE:fault_errors_peer>")
   add_dependencies(${t} fault_errors_peer)
