@@ -75,6 +75,10 @@ Result<PeerSegment*> PeerMap::map_segment(uint32_t ctx_id, int32_t pid, int memf
   }
   seg->mr_table = reinterpret_cast<MrEntry*>(seg->base + mr_off);
   seg->mr_capacity = mr_cap;
+  // Segments of owners that are gone stay mapped (cached peers may still
+  // look at them) but give back their descriptors.
+  for (auto& [id, other] : segs_)
+    if (!seg_owner_alive(other->header())) other->bound.release();
   PeerSegment* raw = seg.get();
   if (it != segs_.end()) {
     // The context id now names another process's segment: nothing cached
@@ -84,7 +88,7 @@ Result<PeerSegment*> PeerMap::map_segment(uint32_t ctx_id, int32_t pid, int memf
     std::erase_if(srqs_, [old](const auto& kv) { return kv.second.seg == old; });
     peer_pages_forget(old);
     munmap(it->second->base, kSegReserveBytes);
-    close(it->second->bound.memfd);
+    it->second->bound.release();
   }
   segs_[ctx_id] = std::move(seg);
   return raw;

@@ -12,12 +12,14 @@
 
 #include <atomic>
 #include <cstdint>
+#include <mutex>
 
 namespace uroce::core {
 
 struct SegBound {
   std::atomic<uint64_t> size{0};
-  int memfd = -1;
+  int memfd = -1;  // under mu (refresh_covers, release)
+  std::mutex mu;
   /// Set once the segment was found to hold nonsense: every later use of
   /// it fails (PeerQp::valid).
   std::atomic<bool> corrupt{false};
@@ -30,6 +32,10 @@ struct SegBound {
     return refresh_covers(off, len);
   }
   bool refresh_covers(uint64_t off, uint64_t len);
+  /// The owner is gone (the file can no longer grow): takes the final size
+  /// and closes the memfd, so that a long-lived process does not keep one
+  /// descriptor per peer it ever talked to.
+  void release();
   /// Records that the segment holds nonsense (`what`, logged once per segment).
   void set_corrupt(const char* what);
 };

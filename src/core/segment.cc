@@ -86,12 +86,22 @@ void Segment::free(uint64_t off, size_t bytes) {
 }
 
 bool SegBound::refresh_covers(uint64_t off, uint64_t len) {
+  std::lock_guard<std::mutex> g(mu);
   struct stat st;
-  if (memfd < 0 || fstat(memfd, &st) != 0) return false;
-  // Never beyond the address space reserved for the segment.
-  const uint64_t s = std::min<uint64_t>(uint64_t(st.st_size), kSegReserveBytes);
-  size.store(s, std::memory_order_relaxed);
+  if (memfd >= 0 && fstat(memfd, &st) == 0)  // never beyond the address space reserved for the segment
+    size.store(std::min<uint64_t>(uint64_t(st.st_size), kSegReserveBytes), std::memory_order_relaxed);
+  const uint64_t s = size.load(std::memory_order_relaxed);
   return off <= s && len <= s - off;
+}
+
+void SegBound::release() {
+  std::lock_guard<std::mutex> g(mu);
+  if (memfd < 0) return;
+  struct stat st;
+  if (fstat(memfd, &st) == 0)
+    size.store(std::min<uint64_t>(uint64_t(st.st_size), kSegReserveBytes), std::memory_order_relaxed);
+  close(memfd);
+  memfd = -1;
 }
 
 void SegBound::set_corrupt(const char* what) {

@@ -38,8 +38,9 @@ void Requests::close(int fd) {
 }
 
 namespace {
-/// True if `fd` is a UDP socket connected to a peer (what kLinger passes).
-bool is_connected_udp(int fd) {
+/// True if `fd` is a UDP socket (kLinger passes one connected to the peer;
+/// Lingers::add checks that).
+bool is_udp_socket(int fd) {
   int type = 0, domain = 0;
   socklen_t l = sizeof(type);
   if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &l) != 0 || type != SOCK_DGRAM) return false;
@@ -50,7 +51,7 @@ bool is_connected_udp(int fd) {
 }  // namespace
 
 void Requests::linger(const Request& req, int passed) {
-  if (lingers_.size() >= limits_.lingers || !is_connected_udp(passed)) {
+  if (lingers_.size() >= limits_.lingers || !is_udp_socket(passed)) {
     ::close(passed);  // best effort: the peer's retransmissions then go unanswered
     return;
   }
