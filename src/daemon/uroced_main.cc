@@ -124,7 +124,7 @@ class Server {
   void accept_all() {
     for (;;) {
       // Nonblocking: a client that stops reading its replies is dropped,
-      // never waited for (send_reply).
+      // never waited for (handle_client).
       int c = accept4(lsock_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
       if (c < 0) {
         if ((errno == EMFILE || errno == ENFILE) && spare_fd_ >= 0) {
