@@ -118,7 +118,7 @@ Status Cq::resize(uint32_t cqe) {
   auto off = ctx_->seg().alloc(bytes);
   if (!off.is_ok()) return Status(off.err());
   const uint64_t old_geom = geom_.load(std::memory_order_relaxed);
-  const uint64_t old_off = cq_geom_off(old_geom);
+  const uint64_t old_off = old_geom & ((1ull << 48) - 1);
   const size_t old_bytes = cq_slot_array_bytes(capacity());
   bool refused = false, free_old = false;
   {

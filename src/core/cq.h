@@ -67,7 +67,7 @@ class Cq {
   /// starts clean, as mlx5 cleans its CQs then (see cq_purge).
   void purge_qp(uint32_t qpn);
 
-  uint32_t capacity() const { return cq_geom_cap(geom_.load(std::memory_order_relaxed)); }
+  uint32_t capacity() const { return 1u << (geom_.load(std::memory_order_relaxed) >> 48); }
   uint32_t reported_cqe() const { return reported_cqe_; }
   uint64_t off() const { return off_; }
   Context* ctx() const { return ctx_; }

@@ -35,6 +35,10 @@ inline void st_rel(T& v, T x) {
   std::atomic_ref<T>(v).store(x, std::memory_order_release);
 }
 
+inline Cqe* cq_slots(uint8_t* seg_base, const CqRing* r) {
+  return reinterpret_cast<Cqe*>(seg_base + ld_acq(r->slots_off));
+}
+
 /// A CQ's slot array and size as its owner keeps them, privately, in one
 /// word ([log2 capacity:16][slots_off:48]): producers in other processes
 /// write into the ring, and one that scribbled over the ring's own copy of
@@ -43,8 +47,6 @@ inline void st_rel(T& v, T x) {
 inline uint64_t cq_geom_pack(uint64_t slots_off, uint32_t cap) {
   return slots_off | (uint64_t(std::countr_zero(cap)) << 48);
 }
-inline uint64_t cq_geom_off(uint64_t packed) { return packed & ((1ull << 48) - 1); }
-inline uint32_t cq_geom_cap(uint64_t packed) { return 1u << (packed >> 48); }
 struct CqGeom {
   Cqe* slots;
   uint8_t* bounce;  // the bounce records, after the slots
@@ -54,8 +56,8 @@ inline CqGeom cq_geom(uint8_t* seg_base, const CqRing* r, uint64_t packed) {
   uint64_t off;
   uint32_t cap;
   if (packed) {
-    off = cq_geom_off(packed);
-    cap = cq_geom_cap(packed);
+    off = packed & ((1ull << 48) - 1);
+    cap = 1u << (packed >> 48);
   } else {
     off = ld_acq(r->slots_off);
     cap = ld_acq(r->capacity);

@@ -26,6 +26,17 @@ PeerMap& PeerMap::get() {
   return *m;
 }
 
+namespace {
+/// The size of a peer's segment memfd, or 0 if it is not sealed against
+/// shrinking (then a store into it could fault: the reader refuses it).
+uint64_t sealed_size(int fd) {
+  struct stat st;
+  const int seals = fcntl(fd, F_GET_SEALS);
+  if (seals < 0 || !(seals & F_SEAL_SHRINK) || fstat(fd, &st) != 0) return 0;
+  return std::min<uint64_t>(uint64_t(st.st_size), kSegReserveBytes);
+}
+}  // namespace
+
 Result<PeerSegment*> PeerMap::map_segment(uint32_t ctx_id, int32_t pid, int memfd) {
   auto it = segs_.find(ctx_id);
   if (it != segs_.end() && it->second->pid == pid) {
@@ -33,12 +44,9 @@ Result<PeerSegment*> PeerMap::map_segment(uint32_t ctx_id, int32_t pid, int memf
     return it->second.get();
   }
   if (memfd < 0) return Status(ENOENT);
-  const uint64_t size = sealed_segment_size(memfd);
+  const uint64_t size = sealed_size(memfd);
   if (size < sizeof(SegHeader)) {
-    UROCE_ERR(
-        "peer context segment of pid %d refused: not a segment memfd sealed against shrinking "
-        "(F_SEAL_SHRINK), or of a wrong size",
-        int(pid));
+    UROCE_ERR("peer context segment of pid %d refused: not sealed against shrinking, or too small", int(pid));
     close(memfd);
     return Status(EINVAL);
   }

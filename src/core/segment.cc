@@ -85,14 +85,6 @@ void Segment::free(uint64_t off, size_t bytes) {
   free_[size_class(bytes)].push_back(off);
 }
 
-uint64_t sealed_segment_size(int fd) {
-  struct stat st;
-  if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return 0;
-  const int seals = fcntl(fd, F_GET_SEALS);
-  if (seals < 0 || !(seals & F_SEAL_SHRINK) || (seals & (F_SEAL_WRITE | F_SEAL_FUTURE_WRITE))) return 0;
-  return uint64_t(st.st_size) <= kSegReserveBytes ? uint64_t(st.st_size) : 0;
-}
-
 bool SegBound::refresh_covers(uint64_t off, uint64_t len) {
   std::lock_guard<std::mutex> g(mu);
   struct stat st;

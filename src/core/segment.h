@@ -57,12 +57,6 @@ class Segment {
   std::map<size_t, std::vector<uint64_t>> free_;  // size class -> offsets (FIFO-ish)
 };
 
-/// The size of `fd` if it is a context segment uroced or a peer may map: a
-/// memfd sealed against shrinking (so nothing checked in bounds can vanish
-/// under a store), not sealed against writes, within kSegReserveBytes;
-/// 0 otherwise.
-uint64_t sealed_segment_size(int fd);
-
 /// Maps a peer's segment (memfd from uroced). Owned by PeerMap.
 struct PeerSegment {
   uint32_t ctx_id = 0;

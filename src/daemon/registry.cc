@@ -10,7 +10,6 @@
 #include <random>
 
 #include "common/log.h"
-#include "core/segment.h"
 
 namespace uroce::daemon {
 
@@ -29,11 +28,24 @@ Registry::~Registry() {
   for (auto& [id, c] : ctxs_) drop_ctx(c, false);
 }
 
+namespace {
+/// The size of a context segment's memfd, or 0 if `fd` is not one uroced may
+/// map: a memfd (or other shmem file) sealed against shrinking, so that
+/// nothing it holds can vanish under a store (SIGBUS) once checked in bounds.
+uint64_t sealed_size(int fd) {
+  struct stat st;
+  if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return 0;
+  const int seals = fcntl(fd, F_GET_SEALS);
+  if (seals < 0 || !(seals & F_SEAL_SHRINK) || (seals & (F_SEAL_WRITE | F_SEAL_FUTURE_WRITE))) return 0;
+  return uint64_t(st.st_size);
+}
+}  // namespace
+
 Result<uint32_t> Registry::register_ctx(int client_fd, int32_t pid, int memfd) {
   ClientShare& share = clients_[client_fd];
   Status refuse;
-  const uint64_t size = core::sealed_segment_size(memfd);
-  if (size < sizeof(SegHeader))
+  const uint64_t size = sealed_size(memfd);
+  if (size < sizeof(SegHeader) || size > core::kSegReserveBytes)
     refuse = Status(EINVAL);
   else if (share.ctxs >= limits_.ctxs_per_client)
     refuse = Status(ENOMEM);
@@ -108,9 +120,9 @@ Result<uint32_t> Registry::alloc_qpn(int client_fd, uint32_t ctx_id, uint64_t qp
   CtxRecord* c = find_ctx(client_fd, ctx_id);
   if (!c) return Status(EINVAL);
   // uroced stores into the QP when its process dies (drop_ctx): it must
-  // lie inside the segment, which can only grow (core::sealed_segment_size).
+  // lie inside the segment, which can only grow (sealed_size).
   const uint64_t need = is_srq ? sizeof(core::RqRing) : sizeof(QpShm);
-  const uint64_t size = core::sealed_segment_size(c->memfd);
+  const uint64_t size = sealed_size(c->memfd);
   if (qp_off < sizeof(SegHeader) || qp_off % core::kCacheLine || qp_off > size || size - qp_off < need)
     return Status(EINVAL);
   ClientShare& share = clients_[client_fd];

@@ -48,14 +48,6 @@ bool is_udp_socket(int fd) {
   if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &l) != 0) return false;
   return domain == AF_INET || domain == AF_INET6;
 }
-/// A reply field from `r`, or its error as the reply's status.
-template <typename T, typename F>
-void fill(Reply* reply, const Result<T>& r, F* field) {
-  if (r.is_ok())
-    *field = r.value();
-  else
-    reply->status = r.err();
-}
 }  // namespace
 
 void Requests::linger(const Request& req, int passed) {
@@ -108,22 +100,36 @@ Requests::Answer Requests::handle(int fd, const void* msg, size_t len, int passe
     case MsgType::kRegisterCtx: {
       // The pid is the one the kernel vouches for (SO_PEERCRED), not what
       // the client says.
-      fill(reply, registry_.register_ctx(fd, cl.pid, passed), &reply->ctx_id);
+      auto r = registry_.register_ctx(fd, cl.pid, passed);
       passed = -1;  // the registry owns it now (and closed it on failure)
+      if (r.is_ok())
+        reply->ctx_id = r.value();
+      else
+        reply->status = r.err();
       break;
     }
     case MsgType::kUnregisterCtx:
       registry_.unregister_ctx(fd, req.ctx_id);
       break;
-    case MsgType::kAllocQpn:
-      fill(reply, registry_.alloc_qpn(fd, req.ctx_id, req.off, req.slot == 1), &reply->qpn);
+    case MsgType::kAllocQpn: {
+      auto r = registry_.alloc_qpn(fd, req.ctx_id, req.off, req.slot == 1);
+      if (r.is_ok())
+        reply->qpn = r.value();
+      else
+        reply->status = r.err();
       break;
+    }
     case MsgType::kFreeQpn:
       registry_.free_qpn(fd, req.qpn);
       break;
-    case MsgType::kAllocKey:
-      fill(reply, registry_.alloc_key(fd, req.ctx_id, req.slot), &reply->key);
+    case MsgType::kAllocKey: {
+      auto r = registry_.alloc_key(fd, req.ctx_id, req.slot);
+      if (r.is_ok())
+        reply->key = r.value();
+      else
+        reply->status = r.err();
       break;
+    }
     case MsgType::kFreeKey:
       break;
     case MsgType::kResolveQpn: {
@@ -138,9 +144,14 @@ Requests::Answer Requests::handle(int fd, const void* msg, size_t len, int passe
       }
       break;
     }
-    case MsgType::kOpenXrcd:
-      fill(reply, registry_.open_xrcd(fd, req.qpn, req.off), &reply->key);
+    case MsgType::kOpenXrcd: {
+      auto r = registry_.open_xrcd(fd, req.qpn, req.off);
+      if (r.is_ok())
+        reply->key = r.value();
+      else
+        reply->status = r.err();
       break;
+    }
     case MsgType::kPing:
       break;
     case MsgType::kIdWatch:
