@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "common/log.h"
+#include "core/write_hold.h"
 
 namespace uroce::core {
 namespace {
@@ -128,22 +129,36 @@ bool move_mapping(void* from, uint64_t n, uint64_t to) {
   return r != -1 && uint64_t(r) == to;
 }
 
-/// Replaces [a, b) by private anonymous pages holding the same bytes.
-void make_private(uint64_t a, uint64_t b) {
+/// Replaces [a, b) by private anonymous pages holding the same bytes. Other
+/// threads' and processes' writes are held meanwhile (core/write_hold.h),
+/// except in a fork() child, where nothing else runs yet. False if [a, b)
+/// could not be held and stays as it was.
+bool make_private(uint64_t a, uint64_t b, bool in_child) {
   const size_t n = b - a;
   void* tmp = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (tmp == MAP_FAILED) return;  // keep the shared pages: same bytes, still correct
+  if (tmp == MAP_FAILED) return false;
+  WriteHold hold;
+  if (!in_child && !hold.hold(a, n, /*shmem=*/true)) {
+    munmap(tmp, n);
+    return false;
+  }
   memcpy(tmp, reinterpret_cast<void*>(a), n);
-  if (!move_mapping(tmp, n, a)) munmap(tmp, n);
+  const bool moved = move_mapping(tmp, n, a);
+  hold.release();
+  if (!moved) munmap(tmp, n);
+  return moved;
 }
 
 /// Makes private again whatever of [start, start+len) still maps memfd `ino`
-/// (the program may have unmapped or replaced parts of it meanwhile).
-void unshare(const Backing& bk) {
+/// (the program may have unmapped or replaced parts of it meanwhile). False
+/// if some of it stays shared.
+bool unshare(const Backing& bk, bool in_child) {
+  bool all = true;
   for (const Vma& v : vmas_in(bk.start, bk.start + bk.len)) {
     if (v.ino != bk.ino || v.perms[3] != 's') continue;
-    make_private(std::max(v.start, bk.start), std::min(v.end, bk.start + bk.len));
+    all &= make_private(std::max(v.start, bk.start), std::min(v.end, bk.start + bk.len), in_child);
   }
+  return all;
 }
 
 /// A fork() child shares no registered pages with its parent.
@@ -151,23 +166,36 @@ void on_fork_child() {
   Registry& r = reg();
   new (&r.mu) std::mutex();  // a parent thread may have held it at fork()
   for (const Backing& bk : r.backings) {
-    unshare(bk);
+    unshare(bk, /*in_child=*/true);
     close(bk.fd);
   }
   r.backings.clear();
 }
 
-/// Moves a copy of [a, a+n) into a new memfd mapped at the same addresses.
+/// Moves a copy of [a, a+n) into a new memfd mapped at the same addresses,
+/// holding writes to [a, a+n) from the copy to the move: a store another
+/// thread or process makes meanwhile lands in the memfd, not in the pages
+/// being replaced. False (nothing changed) if writes cannot be held.
 bool create_backing(uint64_t a, uint64_t n, Backing* out) {
   int fd = memfd_create("uroce-mr", MFD_CLOEXEC);
   if (fd < 0) return false;
   struct stat st {};
   void* tmp = MAP_FAILED;
+  bool moved = false;
   if (ftruncate(fd, off_t(n)) != 0 || fstat(fd, &st) != 0) goto fail;
   tmp = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (tmp == MAP_FAILED) goto fail;
-  memcpy(tmp, reinterpret_cast<void*>(a), n);
-  if (!move_mapping(tmp, n, a)) {
+  {
+    WriteHold hold;
+    if (!hold.hold(a, n, /*shmem=*/false)) {
+      munmap(tmp, n);
+      goto fail;
+    }
+    memcpy(tmp, reinterpret_cast<void*>(a), n);
+    moved = move_mapping(tmp, n, a);
+    hold.release();
+  }
+  if (!moved) {
     munmap(tmp, n);
     goto fail;
   }
@@ -190,7 +218,7 @@ MrShare mr_share_acquire(uint64_t addr, uint64_t len) {
   const uint64_t pg = page_size();
   const uint64_t a = (addr + pg - 1) & ~(pg - 1);
   const uint64_t b = (addr + len) & ~(pg - 1);
-  if (b <= a || b - a > r.max_bytes) return {};
+  if (b <= a || b - a > r.max_bytes || !WriteHold::available()) return {};
   std::lock_guard<std::mutex> g(r.mu);
   // Pages of a live backing are never re-backed (peers map that memfd): a
   // region over them uses the backing that overlaps it most; the parts it
@@ -219,15 +247,18 @@ void mr_share_release(const MrShare& s) {
   if (s.fd < 0) return;
   Registry& r = reg();
   std::lock_guard<std::mutex> g(r.mu);
-  for (size_t i = 0; i < r.backings.size(); ++i) {
+  // A backing left shared because its writes could not be held (the
+  // program put its own userfaultfd on those pages, say) is tried again
+  // here; until then a region over those pages reuses it.
+  for (size_t i = 0; i < r.backings.size();) {
     Backing& bk = r.backings[i];
-    if (bk.fd != s.fd || bk.ino != s.ino) continue;
-    if (--bk.refs == 0) {
-      unshare(bk);
+    if (bk.fd == s.fd && bk.ino == s.ino && bk.refs > 0) --bk.refs;
+    if (bk.refs == 0 && unshare(bk, /*in_child=*/false)) {
       close(bk.fd);
       r.backings.erase(r.backings.begin() + long(i));
+      continue;
     }
-    return;
+    ++i;
   }
 }
 

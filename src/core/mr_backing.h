@@ -3,7 +3,9 @@
 // mapping is moved over the same addresses), so a peer can map the same pages
 // and move bytes with plain loads and stores instead of process_vm_writev.
 //
-// Only private anonymous memory is re-backed (heap, anonymous mmap); pages the
+// Writes to the pages are held from the copy to the move (core/write_hold.h);
+// where they cannot be held nothing is re-backed. Only private anonymous
+// memory is re-backed (heap, anonymous mmap); pages the
 // region only partly covers, file mappings, hugetlb, the stack and anything
 // above UROCE_MR_SHARE_MAX bytes stay on the process_vm_* path. When the last
 // region using a backing is deregistered the pages become private anonymous

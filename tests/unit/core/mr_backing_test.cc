@@ -10,6 +10,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,6 +19,9 @@
 #include <cstring>
 #include <fstream>
 #include <string>
+#include <thread>
+
+#include "core/write_hold.h"
 
 namespace {
 /// While set, mremap behaves as UCX's memory hooks make it behave in every
@@ -45,6 +49,15 @@ namespace uroce::core {
 namespace {
 
 const uint64_t kPage = uint64_t(sysconf(_SC_PAGESIZE));
+
+// Pages are re-backed only where writes can be held during the move
+// (core/write_hold.h): root here, or a host that lets users' userfaultfds
+// take kernel faults.
+#define REQUIRE_WRITE_HOLD()                                                           \
+  if (!WriteHold::available())                                                         \
+  GTEST_SKIP() << "userfaultfd cannot hold kernel faults here (not root, "             \
+                  "vm.unprivileged_userfaultfd=0, no /dev/userfaultfd access): pages " \
+                  "are never re-backed"
 
 /// A private anonymous mapping of `pages` pages filled with a pattern.
 struct AnonBuf {
@@ -93,6 +106,7 @@ uint8_t* map_backing(const MrShare& s, size_t len) {
 }
 
 TEST(MrBacking, WholePagesAreSharedAndTheBytesSurviveBothWays) {
+  REQUIRE_WRITE_HOLD();
   AnonBuf b(16);
   ASSERT_TRUE(b.p);
   // From the middle of page 0 to the middle of page 15: pages 1..14 shared.
@@ -120,6 +134,7 @@ TEST(MrBacking, WholePagesAreSharedAndTheBytesSurviveBothWays) {
 }
 
 TEST(MrBacking, RegionsOverTheSamePagesShareOneBackingUntilTheLastGoes) {
+  REQUIRE_WRITE_HOLD();
   AnonBuf b(8);
   ASSERT_TRUE(b.p);
   MrShare s1 = mr_share_acquire(b.addr(), b.len);
@@ -158,6 +173,7 @@ TEST(MrBacking, MemoryThatCannotBeSharedStaysAsItIs) {
 }
 
 TEST(MrBacking, ReleaseLeavesAloneWhatTheProgramMappedThereMeanwhile) {
+  REQUIRE_WRITE_HOLD();
   AnonBuf b(4);
   ASSERT_TRUE(b.p);
   MrShare s = mr_share_acquire(b.addr(), b.len);
@@ -175,6 +191,7 @@ TEST(MrBacking, ReleaseLeavesAloneWhatTheProgramMappedThereMeanwhile) {
 }
 
 TEST(MrBacking, AForkChildGetsItsOwnCopy) {
+  REQUIRE_WRITE_HOLD();
   AnonBuf b(4);
   ASSERT_TRUE(b.p);
   MrShare s = mr_share_acquire(b.addr(), b.len);
@@ -213,6 +230,7 @@ TEST(MrBacking, AForkChildGetsItsOwnCopy) {
 // address, the program kept private pages, and a peer's RDMA WRITE went to
 // memory the program never saw (UCX's active messages arrived as zeros).
 TEST(MrBacking, SharingDoesNotGoThroughAHookedMremap) {
+  REQUIRE_WRITE_HOLD();
   AnonBuf b(4);
   ASSERT_TRUE(b.p);
   void* decoy = mmap(nullptr, b.len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -238,6 +256,90 @@ TEST(MrBacking, SharingDoesNotGoThroughAHookedMremap) {
   EXPECT_TRUE(b.intact(0, kPage + 1));
   EXPECT_TRUE(b.intact(kPage + 2));
   munmap(decoy, b.len);
+}
+
+// Another thread's stores into a region's pages while it is registered and
+// deregistered are kept: the copy and the move happen while writes are held.
+// Before, a store between the copy and the move went to the pages being
+// replaced and was lost (Open MPI over UCX: UCX registers whole pages, which
+// hold malloc's bookkeeping that other threads update, and glibc aborted with
+// "corrupted double-linked list").
+TEST(MrBacking, AnotherThreadsStoresDuringTheMoveAreKept) {
+  REQUIRE_WRITE_HOLD();
+  AnonBuf b(256);  // 1 MiB: a copy long enough to be written into
+  ASSERT_TRUE(b.p);
+  auto* counter = reinterpret_cast<volatile uint64_t*>(b.p + 3 * kPage + 8);
+  *counter = 0;
+  std::atomic<bool> stop{false};
+  uint64_t done = 0;
+  std::thread writer([&] {
+    uint64_t n = 0;
+    while (!stop.load(std::memory_order_relaxed)) {
+      *counter = *counter + 1;
+      ++n;
+    }
+    done = n;
+  });
+  int shared = 0;
+  for (int i = 0; i < 300; ++i) {
+    MrShare s = mr_share_acquire(b.addr(), b.len);
+    shared += s.fd >= 0;
+    mr_share_release(s);
+  }
+  stop = true;
+  writer.join();
+  EXPECT_EQ(shared, 300);
+  EXPECT_GT(done, 0u);
+  EXPECT_EQ(*counter, done) << "stores lost during the moves";
+}
+
+// The same for the kernel writing on another process's behalf
+// (process_vm_writev, as UCX's and Open MPI's CMA transports and uroce's own
+// fallback do): a child adds one to a word of ours through
+// process_vm_readv/writev while we register and deregister the pages.
+TEST(MrBacking, AnotherProcesssWritesDuringTheMoveAreKept) {
+  REQUIRE_WRITE_HOLD();
+  AnonBuf b(256);
+  ASSERT_TRUE(b.p);
+  auto* counter = reinterpret_cast<volatile uint64_t*>(b.p + 7 * kPage + 16);
+  *counter = 0;
+  int stop_pipe[2], count_pipe[2];
+  ASSERT_EQ(pipe(stop_pipe), 0);
+  ASSERT_EQ(pipe(count_pipe), 0);
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    alarm(60);
+    fcntl(stop_pipe[0], F_SETFL, O_NONBLOCK);
+    uint64_t n = 0;
+    char c;
+    while (read(stop_pipe[0], &c, 1) != 1) {
+      uint64_t v = 0;
+      iovec local{&v, sizeof(v)}, remote{const_cast<uint64_t*>(counter), sizeof(v)};
+      if (process_vm_readv(parent, &local, 1, &remote, 1, 0) != sizeof(v)) _exit(3);
+      ++v;
+      if (process_vm_writev(parent, &local, 1, &remote, 1, 0) != sizeof(v)) _exit(4);
+      ++n;
+    }
+    _exit(write(count_pipe[1], &n, sizeof(n)) == sizeof(n) ? 0 : 5);
+  }
+  int shared = 0;
+  for (int i = 0; i < 300; ++i) {
+    MrShare s = mr_share_acquire(b.addr(), b.len);
+    shared += s.fd >= 0;
+    mr_share_release(s);
+  }
+  ASSERT_EQ(write(stop_pipe[1], "x", 1), 1);
+  uint64_t done = 0;
+  EXPECT_EQ(read(count_pipe[0], &done, sizeof(done)), ssize_t(sizeof(done)));
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
+  EXPECT_EQ(shared, 300);
+  EXPECT_GT(done, 0u);
+  EXPECT_EQ(*counter, done) << "writes lost during the moves";
+  for (int fd : {stop_pipe[0], stop_pipe[1], count_pipe[0], count_pipe[1]}) close(fd);
 }
 
 }  // namespace
