@@ -10,10 +10,10 @@ set -euo pipefail
 packages=(
   # build
   g++ cmake ninja-build pkg-config
-  # rdma-core's verbs headers (we build against them; the real libibverbs is
+  # rdma-core's verbs and CM headers (we build against them; the real libraries are
   # never linked), its example programs, and perftest: the unmodified
   # binaries the integration tests and the demo run
-  libibverbs-dev ibverbs-utils perftest
+  libibverbs-dev librdmacm-dev ibverbs-utils perftest
   # rdma-core's own test suite (pyverbs) and its Python bindings: the
   # conformance tests run it against uroce's library
   python3-pyverbs

@@ -64,6 +64,13 @@ class Requests {
   /// none), which this call owns from now on.
   Answer handle(int fd, const void* msg, size_t len, int passed);
 
+  /// The process of connection `fd`, if it is one of this daemon's user's
+  /// (0 otherwise, or for no such connection).
+  pid_t trusted_pid(int fd) const {
+    auto it = clients_.find(fd);
+    return it == clients_.end() || it->second.refused ? 0 : it->second.pid;
+  }
+
   Registry& registry() { return registry_; }
   Lingers& lingers() { return lingers_; }
   size_t num_clients() const { return clients_.size(); }

@@ -22,8 +22,10 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/unix_socket.h"
+#include "core/cm_protocol.h"
 #include "core/control_protocol.h"
 #include "core/shm_layout.h"
+#include "daemon/cm_service.h"
 #include "daemon/frame_watch.h"
 #include "daemon/linger.h"
 #include "daemon/netdev.h"
@@ -76,11 +78,17 @@ class Server {
                                                      .id_watch_fd = [this] { return frames_.client_fd(); },
                                                      .watch = [this](int fd) { add_fd(fd); },
                                                  });
+    cm_ = std::make_unique<CmService>([this](int fd, bool on) {
+      epoll_event ev{};
+      ev.events = EPOLLIN | EPOLLRDHUP | (on ? EPOLLOUT : 0u);
+      ev.data.fd = fd;
+      epoll_ctl(ep_, EPOLL_CTL_MOD, fd, &ev);
+    });
     if (frames_.fd() >= 0) add_fd(frames_.fd());
     uint64_t idle_since = now_ns();
     for (;;) {
       epoll_event evs[32];
-      int n = epoll_wait(ep_, evs, 32, 100);
+      int n = epoll_wait(ep_, evs, 32, cm_->waiting() ? 5 : 100);
       if (n < 0 && errno != EINTR) return 1;
       for (int i = 0; i < n; ++i) {
         int fd = evs[i].data.fd;
@@ -98,6 +106,8 @@ class Server {
         }
       }
       requests_->lingers().expire(now_ns(), [this](int fd) { epoll_ctl(ep_, EPOLL_CTL_DEL, fd, nullptr); });
+      cm_->expire(now_ns());
+      for (int d : cm_->take_drops()) drop_client(d);
       if (!requests_->empty() || !requests_->lingers().empty()) {
         idle_since = now_ns();
       } else if (now_ns() - idle_since > idle_ms * 1000000ull) {
@@ -155,15 +165,25 @@ class Server {
   }
 
   void drop_client(int fd) {
+    cm_->close(fd);
     requests_->close(fd);
     epoll_ctl(ep_, EPOLL_CTL_DEL, fd, nullptr);
     close(fd);
   }
 
   void handle_client(int fd, uint32_t events) {
-    // The largest message of the protocol and a little more, so that an
+    handle_one(fd, events);
+    for (int d : cm_->take_drops()) drop_client(d);
+  }
+
+  void handle_one(int fd, uint32_t events) {
+    if (cm_->owns(fd) && (events & EPOLLOUT)) {
+      cm_->on_writable(fd);
+      if (!(events & (EPOLLIN | EPOLLHUP | EPOLLRDHUP | EPOLLERR))) return;
+    }
+    // The largest message of the protocols and a little more, so that an
     // oversized one is seen as such (Requests::handle drops its sender).
-    alignas(Request) uint8_t buf[sizeof(Request) + 64];
+    alignas(cmproto::Msg) uint8_t buf[std::max(sizeof(Request), sizeof(cmproto::Msg)) + 64];
     int passed = -1;
     ssize_t n = recv_msg_fd(fd, buf, sizeof(buf), &passed, 0);
     if (n == -ETIMEDOUT && !(events & (EPOLLHUP | EPOLLRDHUP | EPOLLERR))) return;
@@ -173,10 +193,31 @@ class Server {
       drop_client(fd);
       return;
     }
+    if (cm_->owns(fd) || is_cm_open(buf, size_t(n))) {
+      if (passed >= 0) close(passed);  // the CM passes no descriptors
+      if (!cm_->owns(fd)) {
+        const pid_t pid = requests_->trusted_pid(fd);
+        if (pid == 0) {
+          drop_client(fd);  // another user's process: no CM either
+          return;
+        }
+        cm_->adopt(fd, pid, *reinterpret_cast<const cmproto::Msg*>(buf));
+      } else {
+        cm_->on_message(fd, buf, size_t(n), now_ns());
+      }
+      return;
+    }
     Requests::Answer a = requests_->handle(fd, buf, size_t(n), passed);
     const bool sent = a.send && send_msg_fd(fd, a.reply.get(), a.len, a.fd) >= 0;
     if (a.close_fd && a.fd >= 0) close(a.fd);
     if (!sent || a.drop) drop_client(fd);
+  }
+
+  static bool is_cm_open(const uint8_t* buf, size_t n) {
+    uint32_t op = 0;
+    if (n != sizeof(cmproto::Msg)) return false;
+    memcpy(&op, buf, sizeof(op));
+    return op == uint32_t(cmproto::Op::kCmOpen);
   }
 
   static constexpr uint64_t kRefusedLogged = 10;  // refusals logged, then only counted
@@ -189,6 +230,7 @@ class Server {
   int spare_fd_ = -1;  // given up to take a connection when out of descriptors
   FrameWatch frames_;
   std::unique_ptr<Requests> requests_;
+  std::unique_ptr<CmService> cm_;
 };
 
 }  // namespace

@@ -23,7 +23,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "verbs/export.h"
+#include "common/export.h"
 
 // Object layouts of the 1.0 ABI. Never dereferenced here.
 struct ibv_device_1_0;

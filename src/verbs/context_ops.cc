@@ -4,7 +4,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "verbs/export.h"
+#include "common/export.h"
 #include "verbs/objects.h"
 
 UROCE_EXPORT int ibv_query_device(ibv_context* context, ibv_device_attr* device_attr);

@@ -8,11 +8,11 @@
 #include <mutex>
 #include <unordered_set>
 
+#include "common/export.h"
 #include "core/limits.h"
 #include "core/notify.h"
 #include "core/service.h"
 #include "transport/net_engine.h"
-#include "verbs/export.h"
 #include "verbs/objects.h"
 
 namespace uroce::verbs {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "common/export.h"
 #include "common/log.h"
 #include "core/control_client.h"
 #include "core/control_protocol.h"
@@ -17,7 +18,6 @@
 #include "core/notify.h"
 #include "core/qp.h"
 #include "core/service.h"
-#include "verbs/export.h"
 #include "verbs/objects.h"
 #include "verbs/sysfs_hook.h"
 

@@ -14,7 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "verbs/export.h"
+#include "common/export.h"
 
 // Declared in rdma-core's driver.h, which is not installed.
 UROCE_EXPORT int ibv_dofork_range(void* base, size_t size);

@@ -2,8 +2,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "common/export.h"
 #include "core/limits.h"
-#include "verbs/export.h"
 #include "verbs/objects.h"
 
 // verbs.h turns these names into inline wrappers; we define the real symbols.

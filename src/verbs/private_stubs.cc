@@ -27,7 +27,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "verbs/export.h"
+#include "common/export.h"
 
 namespace {
 

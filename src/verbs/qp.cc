@@ -3,9 +3,9 @@
 #include <cerrno>
 #include <cstring>
 
+#include "common/export.h"
 #include "core/limits.h"
 #include "core/qp_state.h"
-#include "verbs/export.h"
 #include "verbs/objects.h"
 
 namespace uroce::verbs {

@@ -5,8 +5,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "common/export.h"
 #include "core/limits.h"
-#include "verbs/export.h"
 #include "verbs/objects.h"
 
 namespace uroce::verbs {

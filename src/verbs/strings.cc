@@ -17,7 +17,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "verbs/export.h"
+#include "common/export.h"
 
 namespace {
 

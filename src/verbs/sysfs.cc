@@ -19,7 +19,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "verbs/export.h"
+#include "common/export.h"
 #include "verbs/sysfs_hook.h"
 
 // Declared in rdma-core's driver.h, which is not installed.

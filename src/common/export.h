@@ -1,10 +1,11 @@
-// Export helpers for the drop-in libibverbs.so.1.
+// Export helpers for the drop-in libibverbs.so.1 and librdmacm.so.1.
 //
 // The library is built with -fvisibility=hidden; a symbol reaches the dynamic
 // symbol table only if it is marked UROCE_EXPORT *and* its name is listed in
-// libibverbs.map, which also assigns its version node (IBVERBS_1.x or
-// IBVERBS_PRIVATE_34). Keep the two in sync; tests/unit/verbs/exports_test.sh
-// compares the result with the system libibverbs.so.1.
+// the library's version script (verbs/libibverbs.map, rdmacm/librdmacm.map),
+// which also assigns its version node (IBVERBS_1.x, IBVERBS_PRIVATE_34,
+// RDMACM_1.x). Keep the two in sync; tests/unit/verbs/exports_test.sh
+// compares the result with the system library.
 #pragma once
 
 /// Default visibility alone, for use inside an `extern "C" { ... }` block

@@ -1,0 +1,424 @@
+#include "daemon/cm_service.h"
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "common/log.h"
+
+namespace uroce::daemon {
+namespace {
+
+using cmproto::Msg;
+using cmproto::Op;
+
+constexpr size_t kMaxQueued = 16384;  // events waiting for a slow reader, then it is dropped
+constexpr size_t kMaxIdsPerConn = 65536;
+constexpr uint64_t kNoListenerWaitNs = 50 * 1000 * 1000;
+
+uint16_t family(const uint8_t* a) {
+  sockaddr s{};
+  memcpy(&s, a, sizeof(s));
+  return s.sa_family;
+}
+
+uint16_t port(const uint8_t* a) {
+  if (family(a) == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in*>(a)->sin_port);
+  if (family(a) == AF_INET6) return ntohs(reinterpret_cast<const sockaddr_in6*>(a)->sin6_port);
+  return 0;
+}
+
+void set_port(uint8_t* a, uint16_t p) {
+  if (family(a) == AF_INET) reinterpret_cast<sockaddr_in*>(a)->sin_port = htons(p);
+  if (family(a) == AF_INET6) reinterpret_cast<sockaddr_in6*>(a)->sin6_port = htons(p);
+}
+
+/// The address as 16 bytes (IPv4 mapped), and whether it is the wildcard.
+void ip16(const uint8_t* a, uint8_t out[16], bool* any) {
+  memset(out, 0, 16);
+  if (family(a) == AF_INET) {
+    in_addr v4;
+    memcpy(&v4, &reinterpret_cast<const sockaddr_in*>(a)->sin_addr, 4);
+    out[10] = out[11] = 0xff;
+    memcpy(out + 12, &v4, 4);
+    *any = v4.s_addr == INADDR_ANY;
+  } else {
+    memcpy(out, &reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr, 16);
+    static const uint8_t zero[16] = {};
+    *any = memcmp(out, zero, 16) == 0;
+  }
+}
+
+/// Whether two bound addresses overlap (same IP, or either a wildcard).
+bool overlap(const uint8_t* a, const uint8_t* b) {
+  uint8_t x[16], y[16];
+  bool ax, ay;
+  ip16(a, x, &ax);
+  ip16(b, y, &ay);
+  return ax || ay || memcmp(x, y, 16) == 0;
+}
+
+/// Whether an interface of this host has the address.
+bool local_address(const uint8_t* a) {
+  uint8_t want[16], got[16];
+  bool any, any2;
+  ip16(a, want, &any);
+  ifaddrs* all = nullptr;
+  if (getifaddrs(&all) != 0) return false;
+  bool found = false;
+  for (ifaddrs* i = all; i && !found; i = i->ifa_next) {
+    if (!i->ifa_addr || (i->ifa_addr->sa_family != AF_INET && i->ifa_addr->sa_family != AF_INET6)) continue;
+    uint8_t tmp[28] = {};
+    memcpy(tmp, i->ifa_addr, i->ifa_addr->sa_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6));
+    ip16(tmp, got, &any2);
+    found = memcmp(want, got, 16) == 0;
+  }
+  freeifaddrs(all);
+  return found;
+}
+
+}  // namespace
+
+CmService::CmService(std::function<void(int, bool)> want_write) : want_write_(std::move(want_write)) {}
+
+bool CmService::send(int fd, const Msg& m) {
+  auto it = conns_.find(fd);
+  if (it == conns_.end()) return false;
+  Conn& c = it->second;
+  if (c.out.empty()) {
+    ssize_t n = ::send(fd, &m, sizeof(m), MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n == ssize_t(sizeof(m))) return true;
+    if (n >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) {
+      drops_.insert(fd);
+      return false;
+    }
+    want_write_(fd, true);
+  }
+  if (c.out.size() >= kMaxQueued) {
+    UROCE_WARN("uroced cm: pid %d reads no events (%zu waiting); dropping it", int(c.pid), c.out.size());
+    drops_.insert(fd);
+    return false;
+  }
+  c.out.push_back(m);
+  return true;
+}
+
+void CmService::on_writable(int fd) {
+  auto it = conns_.find(fd);
+  if (it == conns_.end()) return;
+  Conn& c = it->second;
+  while (!c.out.empty()) {
+    ssize_t n = ::send(fd, &c.out.front(), sizeof(Msg), MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    if (n != ssize_t(sizeof(Msg))) {
+      drops_.insert(fd);
+      return;
+    }
+    c.out.pop_front();
+  }
+  want_write_(fd, false);
+}
+
+void CmService::reply(int fd, const Msg& req, int status, const Msg* body) {
+  Msg r = body ? *body : Msg{};
+  r.op = req.op;
+  r.seq = req.seq;
+  r.status = status;
+  if (!body) r.handle = req.handle;
+  send(fd, r);
+}
+
+void CmService::event(uint64_t handle, uint32_t type, int status, const Msg* body) {
+  auto it = ids_.find(handle);
+  if (it == ids_.end()) return;
+  Msg e = body ? *body : Msg{};
+  e.op = uint32_t(Op::kEvent);
+  e.seq = 0;
+  e.handle = handle;
+  e.event = type;
+  e.status = status;
+  send(it->second.conn, e);
+}
+
+void CmService::adopt(int fd, pid_t pid, const Msg& open) {
+  conns_[fd] = Conn{pid, {}, {}};
+  reply(fd, open, open.arg == cmproto::kVersion ? 0 : EPROTO);
+}
+
+int CmService::bind(Id& id, uint64_t handle, uint8_t* addr) {
+  if (family(addr) != AF_INET && family(addr) != AF_INET6) return EAFNOSUPPORT;
+  auto taken = [&](uint16_t p) {
+    for (const auto& [h, other] : ids_) {
+      if (h == handle || !other.bound || other.ps != id.ps || port(other.addr) != p) continue;
+      if (overlap(other.addr, addr)) return true;
+    }
+    return false;
+  };
+  uint16_t p = port(addr);
+  if (p == 0) {
+    // An ephemeral port from the kernel's default local range, free for this port space.
+    uint32_t r = 0;
+    if (getrandom(&r, sizeof(r), 0) != sizeof(r)) r = uint32_t(next_handle_ * 7919);
+    for (uint32_t i = 0; i < 28232 && p == 0; ++i) {
+      const uint16_t c = uint16_t(32768 + (r + i) % 28232);
+      if (!taken(c)) p = c;
+    }
+    if (p == 0) return EADDRINUSE;
+    set_port(addr, p);
+  } else if (taken(p)) {
+    return EADDRINUSE;
+  }
+  memcpy(id.addr, addr, sizeof(id.addr));
+  id.bound = true;
+  return 0;
+}
+
+uint64_t CmService::find_listener(uint32_t ps, const uint8_t* dst) const {
+  uint64_t wildcard = 0;
+  uint8_t want[16];
+  bool any;
+  ip16(dst, want, &any);
+  for (const auto& [h, id] : ids_) {
+    if (id.state != State::kListening || id.ps != ps || port(id.addr) != port(dst)) continue;
+    uint8_t have[16];
+    bool lany;
+    ip16(id.addr, have, &lany);
+    if (lany) {
+      // An IPv4 wildcard takes IPv4 only; an IPv6 one takes both.
+      if (family(id.addr) == AF_INET6 || family(dst) == AF_INET) wildcard = h;
+    } else if (memcmp(have, want, 16) == 0) {
+      return h;
+    }
+  }
+  return wildcard;
+}
+
+void CmService::connect(int fd, const Msg& m, uint64_t now_ns) {
+  reply(fd, m, 0);
+  ids_.at(m.handle).state = State::kConnecting;
+  if (deliver(m)) return;
+  if (!local_address(m.dst)) {
+    // Another host: the CM on the wire (MADs to QP1) is not built yet.
+    ids_.at(m.handle).state = State::kGone;
+    event(m.handle, cmproto::kEvUnreachable, -ETIMEDOUT);
+    return;
+  }
+  // No listener yet: the request waits a moment, as one on the wire would
+  // be in flight, then is rejected (reason 8, as a kernel's CM answers).
+  // Programs start their client right after the server has answered them
+  // on a socket of their own, before it listens (perftest's -R does).
+  pending_.push_back(Pending{m, now_ns + kNoListenerWaitNs});
+}
+
+void CmService::expire(uint64_t now_ns) {
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    if (it->deadline_ns > now_ns) {
+      ++it;
+      continue;
+    }
+    const uint64_t h = it->req.handle;
+    it = pending_.erase(it);
+    auto id = ids_.find(h);
+    if (id == ids_.end()) continue;
+    id->second.state = State::kGone;
+    event(h, cmproto::kEvRejected, cmproto::kRejInvalidServiceId);
+  }
+}
+
+bool CmService::deliver(const Msg& m) {
+  Id& c = ids_.at(m.handle);
+  const uint64_t lh = find_listener(c.ps, m.dst);
+  if (lh == 0) return false;
+  const Id& listener = ids_.at(lh);
+  if (conns_.at(listener.conn).ids.size() >= kMaxIdsPerConn) {
+    c.state = State::kGone;
+    event(m.handle, cmproto::kEvRejected, cmproto::kRejConsumer);
+    return true;
+  }
+  const uint64_t sh = next_handle_++;
+  Id s{listener.conn, c.ps, State::kRequested};
+  memcpy(s.addr, m.dst, sizeof(s.addr));
+  s.peer = m.handle;
+  ids_[sh] = s;
+  conns_.at(listener.conn).ids.insert(sh);
+  c.peer = sh;
+  // The request as the listener's side sees it: its address is the source.
+  Msg req = m;
+  memcpy(req.src, m.dst, sizeof(req.src));
+  memcpy(req.dst, m.src, sizeof(req.dst));
+  memcpy(req.sgid, m.dgid, sizeof(req.sgid));
+  memcpy(req.dgid, m.sgid, sizeof(req.dgid));
+  req.listen_handle = lh;
+  req.ps = c.ps;
+  event(sh, cmproto::kEvConnectRequest, 0, &req);
+  return true;
+}
+
+void CmService::unlink(uint64_t handle, uint32_t peer_event, int status) {
+  auto it = ids_.find(handle);
+  if (it == ids_.end() || it->second.peer == 0) return;
+  const uint64_t ph = it->second.peer;
+  it->second.peer = 0;
+  auto pit = ids_.find(ph);
+  if (pit == ids_.end()) return;
+  pit->second.peer = 0;
+  pit->second.state = State::kGone;
+  event(ph, peer_event, status);
+}
+
+void CmService::destroy(uint64_t handle) {
+  auto it = ids_.find(handle);
+  if (it == ids_.end()) return;
+  const Id& id = it->second;
+  if (id.peer) {
+    const bool connected = id.state == State::kConnected || id.state == State::kAccepted;
+    // A client that goes before the answer: the server sees the request time
+    // out; a server that goes before answering: the client sees it refused.
+    const int reason = id.state == State::kConnecting ? cmproto::kRejTimeout : cmproto::kRejConsumer;
+    unlink(handle, connected ? cmproto::kEvDisconnected : cmproto::kEvRejected, connected ? 0 : reason);
+  }
+  auto cit = conns_.find(it->second.conn);
+  if (cit != conns_.end()) cit->second.ids.erase(handle);
+  ids_.erase(it);
+  for (auto p = pending_.begin(); p != pending_.end();)
+    p = p->req.handle == handle ? pending_.erase(p) : std::next(p);
+}
+
+void CmService::on_message(int fd, const void* buf, size_t len, uint64_t now_ns) {
+  if (len != sizeof(Msg)) {
+    drops_.insert(fd);
+    return;
+  }
+  Msg m;
+  memcpy(&m, buf, sizeof(m));
+  Conn& conn = conns_.at(fd);
+  const Op op = Op(m.op);
+  if (op == Op::kCreateId) {
+    if (conn.ids.size() >= kMaxIdsPerConn) {
+      reply(fd, m, ENOMEM);
+      return;
+    }
+    const uint64_t h = next_handle_++;
+    ids_[h] = Id{fd, m.ps};
+    conn.ids.insert(h);
+    Msg r{};
+    r.handle = h;
+    reply(fd, m, 0, &r);
+    return;
+  }
+  auto it = ids_.find(m.handle);
+  if (it == ids_.end() || it->second.conn != fd) {
+    reply(fd, m, EINVAL);
+    return;
+  }
+  Id& id = it->second;
+  switch (op) {
+    case Op::kDestroyId:
+      destroy(m.handle);
+      reply(fd, m, 0);
+      break;
+    case Op::kBind: {
+      if (id.bound || id.state != State::kIdle) {
+        reply(fd, m, EINVAL);
+        break;
+      }
+      Msg r = m;
+      const int rc = bind(id, m.handle, r.src);
+      if (rc == 0) id.state = State::kBound;
+      reply(fd, m, rc, &r);
+      break;
+    }
+    case Op::kListen:
+      if (!id.bound || (id.state != State::kBound && id.state != State::kListening)) {
+        reply(fd, m, EINVAL);
+        break;
+      }
+      id.state = State::kListening;
+      reply(fd, m, 0);
+      // Requests that came before the listener.
+      for (auto p = pending_.begin(); p != pending_.end();)
+        p = deliver(p->req) ? pending_.erase(p) : std::next(p);
+      break;
+    case Op::kConnect:
+      if (!id.bound || id.state != State::kBound) {
+        reply(fd, m, EINVAL);
+        break;
+      }
+      connect(fd, m, now_ns);
+      break;
+    case Op::kAccept: {
+      if (id.state != State::kRequested || id.peer == 0) {
+        reply(fd, m, EINVAL);
+        break;
+      }
+      id.state = State::kAccepted;
+      reply(fd, m, 0);
+      Msg rep = m;
+      event(id.peer, cmproto::kEvConnectResponse, 0, &rep);
+      break;
+    }
+    case Op::kReject: {
+      if (id.state != State::kRequested || id.peer == 0) {
+        reply(fd, m, EINVAL);
+        break;
+      }
+      const uint64_t ph = id.peer;
+      id.peer = 0;
+      id.state = State::kGone;
+      auto pit = ids_.find(ph);
+      if (pit != ids_.end()) {
+        pit->second.peer = 0;
+        pit->second.state = State::kGone;
+      }
+      reply(fd, m, 0);
+      Msg rej = m;
+      event(ph, cmproto::kEvRejected, cmproto::kRejConsumer, &rej);
+      break;
+    }
+    case Op::kEstablish: {
+      auto pit = id.peer ? ids_.find(id.peer) : ids_.end();
+      if (id.state != State::kConnecting || pit == ids_.end() || pit->second.state != State::kAccepted) {
+        reply(fd, m, EINVAL);
+        break;
+      }
+      id.state = State::kConnected;
+      pit->second.state = State::kConnected;
+      reply(fd, m, 0);
+      event(id.peer, cmproto::kEvEstablished, 0);
+      break;
+    }
+    case Op::kDisconnect: {
+      if (id.peer == 0) {
+        // Disconnected already (0, as the kernel answers), or never connected.
+        reply(fd, m, id.state == State::kGone ? 0 : EINVAL);
+        break;
+      }
+      const bool connected = id.state == State::kConnected || id.state == State::kAccepted;
+      id.state = State::kGone;
+      unlink(m.handle, connected ? cmproto::kEvDisconnected : cmproto::kEvRejected,
+             connected ? 0 : cmproto::kRejConsumer);
+      reply(fd, m, 0);
+      if (connected) event(m.handle, cmproto::kEvDisconnected, 0);
+      break;
+    }
+    default:
+      reply(fd, m, EINVAL);
+      break;
+  }
+}
+
+void CmService::close(int fd) {
+  drops_.erase(fd);
+  auto it = conns_.find(fd);
+  if (it == conns_.end()) return;
+  const std::set<uint64_t> ids = it->second.ids;
+  conns_.erase(it);  // no event goes to a closed client
+  for (uint64_t h : ids) destroy(h);
+}
+
+}  // namespace uroce::daemon

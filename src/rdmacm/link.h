@@ -1,0 +1,34 @@
+// The process's connection to uroced's connection manager
+// (core/cm_protocol.h): requests answered in order of their number, and a
+// reader thread that turns uroced's events into events on the ids'
+// channels (connect.cc says what each one does).
+#pragma once
+
+#include <cstdint>
+
+#include "core/cm_protocol.h"
+#include "rdmacm/cm.h"
+
+namespace uroce::rdmacm {
+
+/// Sends `m` (its seq is set here) and waits for the answer, which replaces
+/// `m`. Returns 0 or an errno: the answer's status, or why there was none.
+int cm_call(cmproto::Msg* m);
+/// Sends `m` without waiting for the answer (from the reader thread, which
+/// would otherwise wait for itself).
+int cm_post(cmproto::Msg* m);
+
+/// The id's handle in uroced, made at first need. 0 or an errno.
+int cm_ensure_handle(CmId* id);
+/// Forgets the id's handle (its uroced side is destroyed first).
+void cm_drop_handle(CmId* id);
+/// Registers an id that came with an event (CONNECT_REQUEST).
+void cm_adopt_handle(CmId* id, uint64_t handle);
+
+// connect.cc: an event from uroced, on the reader thread.
+void on_cm_event(const cmproto::Msg& m);
+/// The id with uroced handle `h` (nullptr if none); called with the
+/// reader's lock held, so the id cannot go meanwhile.
+CmId* cm_find(uint64_t h);
+
+}  // namespace uroce::rdmacm

@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# Runs an unmodified Debian program that connects with the RDMA CM (rping,
+# ucmatose, rdma_server/rdma_client, ib_send_bw -R, ...) as a server and a
+# client on this host, over uroce's librdmacm.so.1 and libibverbs.so.1
+# (LD_LIBRARY_PATH is set by CTest).
+#
+# Usage: run_cm_pair.sh [--server-stays] 'SERVER COMMAND' 'CLIENT COMMAND' [MATCH]
+#   The commands are words split on blanks (no quoting inside).
+#   MATCH: a regular expression both outputs together must contain.
+#   --server-stays: the server never exits by itself (cmtime's): once the
+#   client is done it is stopped, and only the client's status counts.
+#
+# The CM gives a client no way to wait for a listener, and a client finding
+# none is REJECTED at once; so a client that fails, or says it was REJECTED
+# (cmtime goes on and exits 0), within the first RUN_CM_RETRY_S (default 5)
+# seconds of the server's start, with the server still running, is started
+# again.
+#
+# Pass: both exit 0 (and MATCH is found).
+# Exit: 0 pass, 1 fail, 2 usage, 77 skipped (a program is not installed).
+# Bounded: everything must be done RUN_PAIR_TIMEOUT_S (default 60) seconds
+# after the server started; what still runs then is reported and killed.
+set -u
+# shellcheck source=../proc_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../proc_lib.sh"
+
+server_stays=0
+if [[ ${1-} == --server-stays ]]; then
+  server_stays=1
+  shift
+fi
+if (($# < 2)); then
+  echo "usage: $0 [--server-stays] 'SERVER COMMAND' 'CLIENT COMMAND' [MATCH]" >&2
+  exit 2
+fi
+read -r -a server_cmd <<<"$1"
+read -r -a client_cmd <<<"$2"
+match=${3-}
+limit_s=${RUN_PAIR_TIMEOUT_S:-60}
+retry_s=${RUN_CM_RETRY_S:-5}
+for b in "${server_cmd[0]}" "${client_cmd[0]}"; do
+  if ! command -v "$b" >/dev/null 2>&1; then
+    echo "SKIP: $b not installed (Debian packages rdmacm-utils, perftest)"
+    exit 77
+  fi
+done
+
+scratch cm-pair
+server_pid=
+client_pid=
+start=$SECONDS
+deadline=$((start + limit_s))
+echo "+ ${server_cmd[*]}  (server)"
+"${in_server[@]}" "${linebuf[@]}" "${server_cmd[@]}" >"$work/server.out" 2>&1 &
+server_pid=$!
+pids+=("$server_pid")
+
+attempt=0
+while :; do
+  attempt=$((attempt + 1))
+  echo "+ ${client_cmd[*]}  (client, attempt $attempt)"
+  "${in_client[@]}" "${linebuf[@]}" "${client_cmd[@]}" >"$work/client.out" 2>&1 &
+  client_pid=$!
+  pids+=("$client_pid")
+  while kill -0 "$client_pid" 2>/dev/null && ((SECONDS < deadline)); do sleep 0.05; done
+  kill -0 "$client_pid" 2>/dev/null && break  # still running at the deadline: reap_pair says so
+  wait "$client_pid"
+  rc=$?
+  if { ((rc == 0)) && ! grep -q REJECTED "$work/client.out"; } ||
+    ((SECONDS - start >= retry_s)) || ! kill -0 "$server_pid" 2>/dev/null; then
+    break
+  fi
+  cp "$work/client.out" "$work/client.attempt$attempt.out"
+  sleep 0.2
+done
+
+if ((server_stays)) && ! kill -0 "$client_pid" 2>/dev/null; then
+  kill -TERM "$server_pid" 2>/dev/null
+fi
+reap_pair "$deadline"
+((server_stays)) && server_rc=0
+((client_rc == 127)) && client_rc=$rc  # reaped above already
+
+echo "----- server (exit $server_rc) -----"
+cat "$work/server.out"
+echo "----- client (exit $client_rc) -----"
+cat "$work/client.out"
+echo "-----"
+
+ok=1
+for side in "${timed_out[@]}"; do
+  echo "FAIL: $side still running after ${limit_s}s (killed)"
+  ok=0
+done
+for side in server client; do
+  rc_var=${side}_rc
+  [[ " ${timed_out[*]} " == *" $side "* ]] && continue
+  if [[ ${!rc_var} -ne 0 ]]; then
+    echo "FAIL: $side exited with ${!rc_var}"
+    ok=0
+  fi
+done
+if [[ -n $match ]] && ! cat "$work/server.out" "$work/client.out" | grep -Eq -- "$match"; then
+  echo "FAIL: neither output matches /$match/"
+  ok=0
+fi
+if ((ok)); then
+  echo "PASS: ${server_cmd[*]} / ${client_cmd[*]}"
+  exit 0
+fi
+exit 1

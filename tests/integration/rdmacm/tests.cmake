@@ -1,0 +1,46 @@
+# rdmacm: the drop-in librdmacm.so.1.
+# Its exported symbol set must equal Debian's librdmacm.so.1 (every
+# name@RDMACM_1.x, the version chain, the SONAME); skips without it.
+add_test(NAME rdmacm_exports_test
+         COMMAND bash ${PROJECT_SOURCE_DIR}/tests/unit/verbs/exports_test.sh
+                 $<TARGET_FILE:rdmacm> /usr/lib/x86_64-linux-gnu/librdmacm.so.1)
+set_tests_properties(rdmacm_exports_test PROPERTIES LABELS unit TIMEOUT 60 SKIP_RETURN_CODE 77)
+
+# GoogleTest programs over the drop-in library, each in a network namespace
+# of its own (in_private_netns.sh): the API without a peer (api_test.cc),
+# connections between ids of one host (connect_test.cc).
+foreach(t api connect)
+  add_executable(rdmacm_${t}_test ${CMAKE_CURRENT_LIST_DIR}/${t}_test.cc)
+  target_include_directories(rdmacm_${t}_test PRIVATE ${IBVERBS_INCLUDE_DIR} ${RDMACM_INCLUDE_DIR})
+  target_link_libraries(rdmacm_${t}_test PRIVATE GTest::gtest GTest::gtest_main Threads::Threads rdmacm ibverbs)
+  add_dependencies(rdmacm_${t}_test uroced)
+  add_test(NAME rdmacm_${t}_test
+           COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/in_private_netns.sh $<TARGET_FILE:rdmacm_${t}_test>)
+  set_tests_properties(rdmacm_${t}_test PROPERTIES
+    LABELS integration TIMEOUT 60 SKIP_RETURN_CODE 77
+    ENVIRONMENT "${UROCE_TEST_ENV_COMMON};UROCE_DAEMON_NAME=ctest-rdmacm_${t}_test")
+endforeach()
+
+# Unmodified Debian programs, server and client on this host (127.0.0.1 on
+# uroce_lo), in a network namespace of their own.
+function(uroce_cm_pair name)
+  add_test(NAME rdmacm_${name}
+           COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/in_private_netns.sh
+                   bash ${CMAKE_CURRENT_LIST_DIR}/run_cm_pair.sh ${ARGN})
+  set_tests_properties(rdmacm_${name} PROPERTIES
+    LABELS "integration;debian" TIMEOUT 90 SKIP_RETURN_CODE 77
+    ENVIRONMENT "${UROCE_TEST_ENV_COMMON};UROCE_DAEMON_NAME=ctest-rdmacm_${name};LD_LIBRARY_PATH=$<TARGET_FILE_DIR:ibverbs>")
+endfunction()
+# rdmacm-utils
+uroce_cm_pair(rping "rping -s -a 127.0.0.1 -C 100 -v" "rping -c -a 127.0.0.1 -C 100 -v" "ping data: rdma-ping-99")
+uroce_cm_pair(rping_ipv6 "rping -s -a ::1 -C 10 -v" "rping -c -a ::1 -C 10 -v" "ping data: rdma-ping-9")
+# -q: the programs move their own QPs (rdma_init_qp_attr, rdma_establish)
+uroce_cm_pair(rping_q "rping -s -a 127.0.0.1 -C 20 -q" "rping -c -a 127.0.0.1 -C 20 -q")
+uroce_cm_pair(ucmatose "ucmatose -c 10" "ucmatose -s 127.0.0.1 -c 10" "data transfers complete")
+uroce_cm_pair(rdma_server "rdma_server" "rdma_client -s 127.0.0.1" "rdma_client: end 0")
+uroce_cm_pair(rdma_xserver "rdma_xserver" "rdma_xclient -s 127.0.0.1" "rdma_xclient: end 0")
+uroce_cm_pair(cmtime --server-stays "cmtime" "cmtime -s 127.0.0.1 -c 100" "destroy +:")
+# perftest's -R: its connection through the CM
+uroce_cm_pair(perftest_send_bw "ib_send_bw -R -n 1000" "ib_send_bw -R -n 1000 127.0.0.1" "BW average")
+uroce_cm_pair(perftest_write_lat "ib_write_lat -R -n 1000" "ib_write_lat -R -n 1000 127.0.0.1" "t_avg")
+uroce_cm_pair(perftest_read_bw "ib_read_bw -R -n 1000" "ib_read_bw -R -n 1000 127.0.0.1" "BW average")
