@@ -42,6 +42,10 @@ enum EventType : uint32_t {
   kEvDisconnected = 10,
 };
 
+/// enum rdma_port_space values of the port spaces whose ids use UD QPs.
+constexpr uint32_t kPsIpoib = 0x0002;
+constexpr uint32_t kPsUdp = 0x0111;
+
 /// REJ reasons (IBTA vol. 1, 12.6.7.2) the CM reports as REJECTED's status.
 constexpr int kRejTimeout = 1;
 constexpr int kRejInvalidServiceId = 8;

@@ -21,6 +21,8 @@ constexpr size_t kMaxQueued = 16384;  // events waiting for a slow reader, then 
 constexpr size_t kMaxIdsPerConn = 65536;
 constexpr uint64_t kNoListenerWaitNs = 50 * 1000 * 1000;
 
+// Addresses are kept as the bytes of a sockaddr_in or sockaddr_in6, not
+// aligned for either: read and written through copies.
 uint16_t family(const uint8_t* a) {
   sockaddr s{};
   memcpy(&s, a, sizeof(s));
@@ -28,27 +30,46 @@ uint16_t family(const uint8_t* a) {
 }
 
 uint16_t port(const uint8_t* a) {
-  if (family(a) == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in*>(a)->sin_port);
-  if (family(a) == AF_INET6) return ntohs(reinterpret_cast<const sockaddr_in6*>(a)->sin6_port);
+  if (family(a) == AF_INET) {
+    sockaddr_in in;
+    memcpy(&in, a, sizeof(in));
+    return ntohs(in.sin_port);
+  }
+  if (family(a) == AF_INET6) {
+    sockaddr_in6 in;
+    memcpy(&in, a, sizeof(in));
+    return ntohs(in.sin6_port);
+  }
   return 0;
 }
 
 void set_port(uint8_t* a, uint16_t p) {
-  if (family(a) == AF_INET) reinterpret_cast<sockaddr_in*>(a)->sin_port = htons(p);
-  if (family(a) == AF_INET6) reinterpret_cast<sockaddr_in6*>(a)->sin6_port = htons(p);
+  if (family(a) == AF_INET) {
+    sockaddr_in in;
+    memcpy(&in, a, sizeof(in));
+    in.sin_port = htons(p);
+    memcpy(a, &in, sizeof(in));
+  } else if (family(a) == AF_INET6) {
+    sockaddr_in6 in;
+    memcpy(&in, a, sizeof(in));
+    in.sin6_port = htons(p);
+    memcpy(a, &in, sizeof(in));
+  }
 }
 
 /// The address as 16 bytes (IPv4 mapped), and whether it is the wildcard.
 void ip16(const uint8_t* a, uint8_t out[16], bool* any) {
   memset(out, 0, 16);
   if (family(a) == AF_INET) {
-    in_addr v4;
-    memcpy(&v4, &reinterpret_cast<const sockaddr_in*>(a)->sin_addr, 4);
+    sockaddr_in in;
+    memcpy(&in, a, sizeof(in));
     out[10] = out[11] = 0xff;
-    memcpy(out + 12, &v4, 4);
-    *any = v4.s_addr == INADDR_ANY;
+    memcpy(out + 12, &in.sin_addr, 4);
+    *any = in.sin_addr.s_addr == INADDR_ANY;
   } else {
-    memcpy(out, &reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr, 16);
+    sockaddr_in6 in;
+    memcpy(&in, a, sizeof(in));
+    memcpy(out, &in.sin6_addr, 16);
     static const uint8_t zero[16] = {};
     *any = memcmp(out, zero, 16) == 0;
   }
@@ -81,6 +102,9 @@ bool local_address(const uint8_t* a) {
   freeifaddrs(all);
   return found;
 }
+
+/// Port spaces whose "connections" are SIDR exchanges (UD QPs).
+bool datagram(uint32_t ps) { return ps == cmproto::kPsUdp || ps == cmproto::kPsIpoib; }
 
 }  // namespace
 
@@ -226,7 +250,11 @@ void CmService::expire(uint64_t now_ns) {
     auto id = ids_.find(h);
     if (id == ids_.end()) continue;
     id->second.state = State::kGone;
-    event(h, cmproto::kEvRejected, cmproto::kRejInvalidServiceId);
+    if (datagram(id->second.ps)) {
+      event(h, cmproto::kEvUnreachable, -ECONNREFUSED);  // SIDR: "unsupported service"
+    } else {
+      event(h, cmproto::kEvRejected, cmproto::kRejInvalidServiceId);
+    }
   }
 }
 
@@ -356,10 +384,22 @@ void CmService::on_message(int fd, const void* buf, size_t len, uint64_t now_ns)
         reply(fd, m, EINVAL);
         break;
       }
-      id.state = State::kAccepted;
       reply(fd, m, 0);
       Msg rep = m;
-      event(id.peer, cmproto::kEvConnectResponse, 0, &rep);
+      const uint64_t ph = id.peer;
+      if (datagram(id.ps)) {
+        // SIDR: the answer is all there is; nothing stays connected.
+        id.peer = 0;
+        id.state = State::kGone;
+        auto pit = ids_.find(ph);
+        if (pit != ids_.end()) {
+          pit->second.peer = 0;
+          pit->second.state = State::kGone;
+        }
+      } else {
+        id.state = State::kAccepted;
+      }
+      event(ph, cmproto::kEvConnectResponse, 0, &rep);
       break;
     }
     case Op::kReject: {
@@ -377,7 +417,12 @@ void CmService::on_message(int fd, const void* buf, size_t len, uint64_t now_ns)
       }
       reply(fd, m, 0);
       Msg rej = m;
-      event(ph, cmproto::kEvRejected, cmproto::kRejConsumer, &rej);
+      if (datagram(id.ps)) {
+        // A SIDR reply that refuses: the kernel's CM reports it so.
+        event(ph, cmproto::kEvUnreachable, -ECONNREFUSED, &rej);
+      } else {
+        event(ph, cmproto::kEvRejected, cmproto::kRejConsumer, &rej);
+      }
       break;
     }
     case Op::kEstablish: {

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <deque>
 #include <mutex>
+#include <vector>
 
 #include "core/cm_protocol.h"
 
@@ -53,6 +54,12 @@ enum class IdState : uint8_t {
   kDestroying,
 };
 
+/// A multicast group an id joined (rdma_join_multicast).
+struct Group {
+  ibv_gid mgid;
+  bool attached;  // its QP receives the group
+};
+
 struct CmId {
   rdma_cm_id pub;  // first: the program's pointer is ours
 
@@ -69,8 +76,9 @@ struct CmId {
   cmproto::Conn own{};     // what this side said in its REQ or REP
   cmproto::Conn remote{};  // what the other side said
   bool has_remote = false;
-  bool own_ready = false;      // own.psn and own.mtu chosen (connect.cc)
-  bool passive = false;        // came with a CONNECT_REQUEST
+  bool own_ready = false;  // own.psn and own.mtu chosen (connect.cc)
+  bool passive = false;    // came with a CONNECT_REQUEST
+  std::vector<Group> groups;
   bool has_qp_init = false;    // a passive rdma_create_ep's QP attributes, for
   ibv_qp_init_attr qp_init{};  // the ids rdma_get_request hands out
   ibv_ece local_ece{}, remote_ece{};

@@ -13,6 +13,7 @@
 // Not built yet: the CM on the wire (connections to other hosts are
 // UNREACHABLE), UD's SIDR, multicast.
 #include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/random.h>
 #include <unistd.h>
 
@@ -42,6 +43,8 @@ static_assert(uint32_t(cmproto::kEvDisconnected) == uint32_t(RDMA_CM_EVENT_DISCO
 constexpr uint8_t kReqPrivateData = 56;
 constexpr uint8_t kRepPrivateData = 196;
 constexpr uint8_t kRejPrivateData = 148;
+constexpr uint8_t kSidrReqPrivateData = 180;  // 216 after the CM's own header
+constexpr uint8_t kSidrRepPrivateData = 136;
 constexpr uint8_t kAckTimeout = 14;  // 4.096 us * 2^14 = 67 ms
 constexpr uint32_t kUdpQkey = 0x01234567;
 
@@ -215,6 +218,32 @@ Event* conn_event(CmId* id, rdma_cm_event_type type, int status, const cmproto::
   return e;
 }
 
+/// An event of a UD id (param.ud): for the connecting side, with what it
+/// needs to reach the other side's QP (an address handle, QP number, Q_Key).
+Event* ud_event(CmId* id, rdma_cm_event_type type, int status, const cmproto::Conn& c, uint8_t pd_len,
+                bool with_peer) {
+  auto* e = new Event();
+  e->pub.id = &id->pub;
+  e->pub.event = type;
+  e->pub.status = status;
+  memcpy(e->private_data, c.private_data, sizeof(c.private_data));
+  rdma_ud_param& p = e->pub.param.ud;
+  p.private_data = e->private_data;
+  p.private_data_len = pd_len;
+  if (with_peer) {
+    ibv_ah_attr& ah = p.ah_attr;
+    ah.is_global = 1;
+    ah.grh.dgid = id->pub.route.addr.addr.ibaddr.dgid;
+    ah.grh.sgid_index = uint8_t(id->gid_index);
+    ah.grh.hop_limit = 64;
+    ah.grh.traffic_class = id->tos;
+    ah.port_num = id->pub.port_num;
+    p.qp_num = c.qpn;
+    p.qkey = kUdpQkey;
+  }
+  return e;
+}
+
 void queue(rdma_event_channel* ch, Event* e) {
   Channel* c = from(ch);
   {
@@ -272,7 +301,9 @@ void on_request(const Msg& m) {
   id->passive = true;
   if (p.verbs) prepare_own(id);
   cm_adopt_handle(id, m.handle);
-  Event* e = conn_event(id, RDMA_CM_EVENT_CONNECT_REQUEST, 0, m.conn, kReqPrivateData);
+  Event* e = p.qp_type == IBV_QPT_UD
+                 ? ud_event(id, RDMA_CM_EVENT_CONNECT_REQUEST, 0, m.conn, kSidrReqPrivateData, false)
+                 : conn_event(id, RDMA_CM_EVENT_CONNECT_REQUEST, 0, m.conn, kReqPrivateData);
   e->pub.listen_id = &listener->pub;
   queue(listener->pub.channel, e);
 }
@@ -281,6 +312,12 @@ void on_request(const Msg& m) {
 void on_response(CmId* id, const Msg& m) {
   id->remote = m.conn;
   id->has_remote = true;
+  if (id->pub.qp_type == IBV_QPT_UD) {
+    // SIDR's answer: the other side's QP, and nothing to move here.
+    id->state = IdState::kConnected;
+    queue(id->pub.channel, ud_event(id, RDMA_CM_EVENT_ESTABLISHED, 0, m.conn, kSidrRepPrivateData, true));
+    return;
+  }
   if (!id->pub.qp) {
     id->state = IdState::kResponded;
     queue(id->pub.channel, conn_event(id, RDMA_CM_EVENT_CONNECT_RESPONSE, 0, m.conn, kRepPrivateData));
@@ -371,10 +408,10 @@ UROCE_EXPORT int rdma_connect(rdma_cm_id* cm_id, rdma_conn_param* param) {
   if (!cm_id) return fail(EINVAL);
   CmId* id = from(cm_id);
   if (id->state != IdState::kRouteResolved || !cm_id->verbs) return fail(EINVAL);
-  if (cm_id->qp_type != IBV_QPT_RC) return fail(EOPNOTSUPP);  // UD's SIDR: not built yet
+  const bool ud = cm_id->qp_type == IBV_QPT_UD;  // a SIDR request
   if (!cm_id->qp && !param) return fail(EINVAL);
   Msg m = request(Op::kConnect, id);
-  if (!own_conn(id, param, kReqPrivateData, &m.conn)) return fail(EINVAL);
+  if (!own_conn(id, param, ud ? kSidrReqPrivateData : kReqPrivateData, &m.conn)) return fail(EINVAL);
   id->own = m.conn;
   memcpy(m.src, &cm_id->route.addr.src_storage, sizeof(m.src));
   memcpy(m.dst, &cm_id->route.addr.dst_storage, sizeof(m.dst));
@@ -394,6 +431,13 @@ UROCE_EXPORT int rdma_accept(rdma_cm_id* cm_id, rdma_conn_param* param) {
   if (id->state != IdState::kRequested) return fail(EINVAL);
   if (!cm_id->qp && !param) return fail(EINVAL);
   Msg m = request(Op::kAccept, id);
+  if (cm_id->qp_type == IBV_QPT_UD) {
+    // SIDR: the answer names this side's QP; the exchange ends here.
+    if (!own_conn(id, param, kSidrRepPrivateData, &m.conn)) return fail(EINVAL);
+    if (int rc = cm_call(&m); rc != 0) return fail(rc);
+    id->state = IdState::kDisconnected;
+    return 0;
+  }
   if (!own_conn(id, param, kRepPrivateData, &m.conn)) return fail(EINVAL);
   id->own = m.conn;
   if (cm_id->qp) {
@@ -499,9 +543,80 @@ UROCE_EXPORT int rdma_notify(rdma_cm_id* cm_id, ibv_event_type) {
   return 0;  // the RTU is sent when the QP is ready; nothing waits for a first receive
 }
 
-// Multicast over the CM: not built yet.
-UROCE_EXPORT int rdma_join_multicast(rdma_cm_id*, sockaddr*, void*) { return fail(EOPNOTSUPP); }
-UROCE_EXPORT int rdma_join_multicast_ex(rdma_cm_id*, rdma_cm_join_mc_attr_ex*, void*) {
-  return fail(EOPNOTSUPP);
+namespace {
+
+/// The MGID of a multicast IP address: ::ffff:a.b.c.d for IPv4, as the
+/// kernel's CM forms it for RoCE v2; the IPv6 group itself.
+bool mgid_of(const sockaddr* a, ibv_gid* mgid) {
+  if (!a) return false;
+  if (a->sa_family == AF_INET) {
+    const auto* in = reinterpret_cast<const sockaddr_in*>(a);
+    if (!IN_MULTICAST(ntohl(in->sin_addr.s_addr))) return false;
+  } else if (a->sa_family == AF_INET6) {
+    if (!IN6_IS_ADDR_MULTICAST(&reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr)) return false;
+  } else {
+    return false;
+  }
+  ip_to_gid(a, mgid);
+  return true;
 }
-UROCE_EXPORT int rdma_leave_multicast(rdma_cm_id*, sockaddr*) { return fail(EOPNOTSUPP); }
+
+int join(rdma_cm_id* cm_id, const sockaddr* addr, bool send_only, void* context) {
+  if (!cm_id || !cm_id->verbs) return fail(EINVAL);
+  CmId* id = from(cm_id);
+  ibv_gid mgid;
+  if (!mgid_of(addr, &mgid)) return fail(EINVAL);
+  for (const Group& g : id->groups)
+    if (memcmp(&g.mgid, &mgid, sizeof(mgid)) == 0) return fail(EADDRINUSE);
+  // A send-only member receives nothing: its QP is not attached.
+  const bool attach = cm_id->qp && !send_only;
+  if (attach && ibv_attach_mcast(cm_id->qp, &mgid, 0) != 0) return -1;
+  id->groups.push_back(Group{mgid, attach});
+  // Joined at once: RoCE has no subnet administrator to ask.
+  auto* e = new Event();
+  e->pub.id = cm_id;
+  e->pub.event = RDMA_CM_EVENT_MULTICAST_JOIN;
+  rdma_ud_param& p = e->pub.param.ud;
+  p.private_data = context;  // where rdma-core hands back the join's context
+  ibv_ah_attr& ah = p.ah_attr;
+  ah.is_global = 1;
+  ah.grh.dgid = mgid;
+  ah.grh.sgid_index = uint8_t(id->gid_index);
+  ah.grh.hop_limit = 1;
+  ah.grh.traffic_class = id->tos;
+  ah.port_num = cm_id->port_num;
+  p.qp_num = 0xffffff;
+  p.qkey = kUdpQkey;
+  queue(cm_id->channel, e);
+  return settle(id);
+}
+
+}  // namespace
+
+UROCE_EXPORT int rdma_join_multicast(rdma_cm_id* cm_id, sockaddr* addr, void* context) {
+  return join(cm_id, addr, false, context);
+}
+
+UROCE_EXPORT int rdma_join_multicast_ex(rdma_cm_id* cm_id, rdma_cm_join_mc_attr_ex* attr, void* context) {
+  if (!attr || !(attr->comp_mask & RDMA_CM_JOIN_MC_ATTR_ADDRESS) ||
+      !(attr->comp_mask & RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS))
+    return fail(EINVAL);
+  if (attr->join_flags != RDMA_MC_JOIN_FLAG_FULLMEMBER &&
+      attr->join_flags != RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER)
+    return fail(EINVAL);
+  return join(cm_id, attr->addr, attr->join_flags == RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER, context);
+}
+
+UROCE_EXPORT int rdma_leave_multicast(rdma_cm_id* cm_id, sockaddr* addr) {
+  if (!cm_id) return fail(EINVAL);
+  CmId* id = from(cm_id);
+  ibv_gid mgid;
+  if (!mgid_of(addr, &mgid)) return fail(EINVAL);
+  for (auto it = id->groups.begin(); it != id->groups.end(); ++it) {
+    if (memcmp(&it->mgid, &mgid, sizeof(mgid)) != 0) continue;
+    if (it->attached && cm_id->qp) ibv_detach_mcast(cm_id->qp, &mgid, 0);
+    id->groups.erase(it);
+    return 0;
+  }
+  return fail(EADDRNOTAVAIL);
+}

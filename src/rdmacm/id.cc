@@ -278,6 +278,10 @@ UROCE_EXPORT int rdma_create_qp(rdma_cm_id* cm_id, ibv_pd* pd, ibv_qp_init_attr*
 
 UROCE_EXPORT void rdma_destroy_qp(rdma_cm_id* cm_id) {
   if (!cm_id) return;
+  for (Group& g : from(cm_id)->groups) {
+    if (g.attached && cm_id->qp) ibv_detach_mcast(cm_id->qp, &g.mgid, 0);
+    g.attached = false;
+  }
   if (cm_id->qp) ibv_destroy_qp(cm_id->qp);
   cm_id->qp = nullptr;
   destroy_cqs(from(cm_id));

@@ -4,12 +4,13 @@
 #  - -DUROCE_FUZZ=ON with clang (scripts/test.sh builds that tree with
 #    `--target fuzz_all`): libFuzzer + ASan + UBSan, and CTest runs each
 #    target for UROCE_FUZZ_SECONDS on a scratch copy of its corpus.
-#  - corpus/transport and corpus/control are written by gen_<name>_corpus.py.
-set(UROCE_FUZZ_TARGETS wire_decode transport control)
+#  - corpus/transport, corpus/control and corpus/cm are written by gen_<name>_corpus.py.
+set(UROCE_FUZZ_TARGETS wire_decode transport control cm)
 # What each target links: the codec alone, or the transport state machines.
 set(UROCE_FUZZ_LIBS_wire_decode uroce_wire)
 set(UROCE_FUZZ_LIBS_transport uroce_core)
 set(UROCE_FUZZ_LIBS_control uroced_core)
+set(UROCE_FUZZ_LIBS_cm uroced_core)
 set(UROCE_FUZZ_SECONDS 30 CACHE STRING "Seconds each libFuzzer target runs under CTest")
 set(UROCE_FUZZ_DIR ${CMAKE_CURRENT_LIST_DIR})
 

@@ -2,7 +2,7 @@
 // (uroce_lo, 127.0.0.1): connect/accept with private data both ways and a
 // SEND over the QPs the CM moved; reject; no listener; a port taken twice;
 // a program that moves its own QP (CONNECT_RESPONSE, rdma_init_qp_attr,
-// rdma_establish); the death of the peer's process.
+// rdma_establish); the death of the peer's process; UD ids (SIDR).
 //
 // Runs in a private network namespace (in_private_netns.sh).
 #include <arpa/inet.h>
@@ -327,6 +327,105 @@ TEST_F(Connect, ThePeersProcessDyingDisconnects) {
   rdma_ack_cm_event(expect(sch_, RDMA_CM_EVENT_DISCONNECTED));
   close(ready[0]);
   close(ready[1]);
+}
+
+// UD ids: the request reaches the listener, the answer gives the client
+// what it needs to send to the server's QP, and a datagram arrives.
+TEST_F(Connect, SidrGivesTheClientTheServersQp) {
+  rdma_cm_id* l = nullptr;
+  ASSERT_EQ(rdma_create_id(sch_, &l, nullptr, RDMA_PS_UDP), 0);
+  ids_.push_back(l);
+  auto a = lo(7477);
+  ASSERT_EQ(rdma_bind_addr(l, sa(a)), 0);
+  ASSERT_EQ(rdma_listen(l, 4), 0);
+  rdma_cm_id* c = nullptr;
+  ASSERT_EQ(rdma_create_id(cch_, &c, nullptr, RDMA_PS_UDP), 0);
+  ids_.push_back(c);
+  ASSERT_EQ(rdma_resolve_addr(c, nullptr, sa(a), 1000), 0);
+  rdma_ack_cm_event(expect(cch_, RDMA_CM_EVENT_ADDR_RESOLVED));
+  ASSERT_EQ(rdma_resolve_route(c, 1000), 0);
+  rdma_ack_cm_event(expect(cch_, RDMA_CM_EVENT_ROUTE_RESOLVED));
+  ibv_qp_init_attr at = rc_attr();
+  at.qp_type = IBV_QPT_UD;
+  ASSERT_EQ(rdma_create_qp(c, nullptr, &at), 0);
+  const char hi[] = "sidr";
+  rdma_conn_param cp{};
+  cp.private_data = hi;
+  cp.private_data_len = sizeof(hi);
+  ASSERT_EQ(rdma_connect(c, &cp), 0) << strerror(errno);
+
+  rdma_cm_event* req = expect(sch_, RDMA_CM_EVENT_CONNECT_REQUEST);
+  ASSERT_NE(req, nullptr);
+  rdma_cm_id* s = req->id;
+  ids_.push_back(s);
+  EXPECT_EQ(req->param.ud.private_data_len, 180);
+  EXPECT_STREQ(static_cast<const char*>(req->param.ud.private_data), hi);
+  rdma_ack_cm_event(req);
+  ibv_qp_init_attr sat = rc_attr();
+  sat.qp_type = IBV_QPT_UD;
+  ASSERT_EQ(rdma_create_qp(s, nullptr, &sat), 0);
+  ASSERT_EQ(rdma_accept(s, nullptr), 0) << strerror(errno);
+
+  rdma_cm_event* est = expect(cch_, RDMA_CM_EVENT_ESTABLISHED);
+  ASSERT_NE(est, nullptr);
+  EXPECT_EQ(est->param.ud.qp_num, s->qp->qp_num);
+  EXPECT_EQ(est->param.ud.qkey, 0x01234567u);
+  ibv_ah* ah = ibv_create_ah(c->qp->pd, &est->param.ud.ah_attr);
+  ASSERT_NE(ah, nullptr) << strerror(errno);
+  const uint32_t qpn = est->param.ud.qp_num, qkey = est->param.ud.qkey;
+  rdma_ack_cm_event(est);
+
+  std::vector<char> sbuf(32, 'u'), rbuf(32 + 40, 0);
+  ibv_mr* smr = ibv_reg_mr(c->qp->pd, sbuf.data(), sbuf.size(), IBV_ACCESS_LOCAL_WRITE);
+  ibv_mr* rmr = ibv_reg_mr(s->qp->pd, rbuf.data(), rbuf.size(), IBV_ACCESS_LOCAL_WRITE);
+  ASSERT_TRUE(smr && rmr);
+  ibv_sge rs{reinterpret_cast<uint64_t>(rbuf.data()), uint32_t(rbuf.size()), rmr->lkey};
+  ibv_recv_wr rw{};
+  rw.sg_list = &rs;
+  rw.num_sge = 1;
+  ibv_recv_wr* rbad = nullptr;
+  ASSERT_EQ(ibv_post_recv(s->qp, &rw, &rbad), 0);
+  ibv_sge ss{reinterpret_cast<uint64_t>(sbuf.data()), uint32_t(sbuf.size()), smr->lkey};
+  ibv_send_wr sw{};
+  sw.sg_list = &ss;
+  sw.num_sge = 1;
+  sw.opcode = IBV_WR_SEND;
+  sw.send_flags = IBV_SEND_SIGNALED;
+  sw.wr.ud.ah = ah;
+  sw.wr.ud.remote_qpn = qpn;
+  sw.wr.ud.remote_qkey = qkey;
+  ibv_send_wr* sbad = nullptr;
+  ASSERT_EQ(ibv_post_send(c->qp, &sw, &sbad), 0);
+  ibv_wc wc{};
+  int n = 0;
+  for (int i = 0; i < 500000 && n == 0; ++i) n = ibv_poll_cq(s->recv_cq, 1, &wc);
+  ASSERT_EQ(n, 1);
+  EXPECT_EQ(wc.status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc.status);
+  EXPECT_EQ(wc.src_qp, c->qp->qp_num);
+  EXPECT_EQ(memcmp(rbuf.data() + 40, sbuf.data(), sbuf.size()), 0);
+  ibv_destroy_ah(ah);
+  ibv_dereg_mr(smr);
+  ibv_dereg_mr(rmr);
+}
+
+TEST_F(Connect, SidrWithoutListenerIsUnreachable) {
+  rdma_cm_id* c = nullptr;
+  ASSERT_EQ(rdma_create_id(cch_, &c, nullptr, RDMA_PS_UDP), 0);
+  ids_.push_back(c);
+  auto a = lo(7478);
+  ASSERT_EQ(rdma_resolve_addr(c, nullptr, sa(a), 1000), 0);
+  rdma_ack_cm_event(expect(cch_, RDMA_CM_EVENT_ADDR_RESOLVED));
+  ASSERT_EQ(rdma_resolve_route(c, 1000), 0);
+  rdma_ack_cm_event(expect(cch_, RDMA_CM_EVENT_ROUTE_RESOLVED));
+  ibv_qp_init_attr at = rc_attr();
+  at.qp_type = IBV_QPT_UD;
+  ASSERT_EQ(rdma_create_qp(c, nullptr, &at), 0);
+  rdma_conn_param cp{};
+  ASSERT_EQ(rdma_connect(c, &cp), 0);
+  rdma_cm_event* e = expect(cch_, RDMA_CM_EVENT_UNREACHABLE);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->status, -ECONNREFUSED);
+  rdma_ack_cm_event(e);
 }
 
 }  // namespace

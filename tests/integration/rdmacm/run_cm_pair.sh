@@ -4,11 +4,13 @@
 # client on this host, over uroce's librdmacm.so.1 and libibverbs.so.1
 # (LD_LIBRARY_PATH is set by CTest).
 #
-# Usage: run_cm_pair.sh [--server-stays] 'SERVER COMMAND' 'CLIENT COMMAND' [MATCH]
+# Usage: run_cm_pair.sh [--server-stays] [--wait-server REGEX] 'SERVER COMMAND' 'CLIENT COMMAND' [MATCH]
 #   The commands are words split on blanks (no quoting inside).
 #   MATCH: a regular expression both outputs together must contain.
 #   --server-stays: the server never exits by itself (cmtime's): once the
 #   client is done it is stopped, and only the client's status counts.
+#   --wait-server REGEX: start the client once the server printed REGEX
+#   (mckey's receiver must have joined before the sender sends).
 #
 # The CM gives a client no way to wait for a listener, and a client finding
 # none is REJECTED at once; so a client that fails, or says it was REJECTED
@@ -25,12 +27,16 @@ set -u
 source "$(dirname "${BASH_SOURCE[0]}")/../proc_lib.sh"
 
 server_stays=0
-if [[ ${1-} == --server-stays ]]; then
-  server_stays=1
-  shift
-fi
+wait_server=
+while [[ ${1-} == --* ]]; do
+  case $1 in
+    --server-stays) server_stays=1; shift ;;
+    --wait-server) wait_server=$2; shift 2 ;;
+    *) echo "$0: unknown option $1" >&2; exit 2 ;;
+  esac
+done
 if (($# < 2)); then
-  echo "usage: $0 [--server-stays] 'SERVER COMMAND' 'CLIENT COMMAND' [MATCH]" >&2
+  echo "usage: $0 [--server-stays] [--wait-server REGEX] 'SERVER COMMAND' 'CLIENT COMMAND' [MATCH]" >&2
   exit 2
 fi
 read -r -a server_cmd <<<"$1"
@@ -54,6 +60,13 @@ echo "+ ${server_cmd[*]}  (server)"
 "${in_server[@]}" "${linebuf[@]}" "${server_cmd[@]}" >"$work/server.out" 2>&1 &
 server_pid=$!
 pids+=("$server_pid")
+
+if [[ -n $wait_server ]]; then
+  until grep -Eq -- "$wait_server" "$work/server.out" 2>/dev/null; do
+    kill -0 "$server_pid" 2>/dev/null && ((SECONDS < deadline)) || break
+    sleep 0.05
+  done
+fi
 
 attempt=0
 while :; do

@@ -39,8 +39,12 @@ uroce_cm_pair(rping_q "rping -s -a 127.0.0.1 -C 20 -q" "rping -c -a 127.0.0.1 -C
 uroce_cm_pair(ucmatose "ucmatose -c 10" "ucmatose -s 127.0.0.1 -c 10" "data transfers complete")
 uroce_cm_pair(rdma_server "rdma_server" "rdma_client -s 127.0.0.1" "rdma_client: end 0")
 uroce_cm_pair(rdma_xserver "rdma_xserver" "rdma_xclient -s 127.0.0.1" "rdma_xclient: end 0")
+uroce_cm_pair(udaddy "udaddy" "udaddy -s 127.0.0.1" "data transfers complete")
+uroce_cm_pair(mckey --wait-server "receiving data transfers" "mckey -m 239.1.1.1 -b 10.9.0.1" "mckey -m 239.1.1.1 -b 10.9.0.1 -s" "data transfers complete")
 uroce_cm_pair(cmtime --server-stays "cmtime" "cmtime -s 127.0.0.1 -c 100" "destroy +:")
 # perftest's -R: its connection through the CM
 uroce_cm_pair(perftest_send_bw "ib_send_bw -R -n 1000" "ib_send_bw -R -n 1000 127.0.0.1" "BW average")
 uroce_cm_pair(perftest_write_lat "ib_write_lat -R -n 1000" "ib_write_lat -R -n 1000 127.0.0.1" "t_avg")
+uroce_cm_pair(perftest_send_lat_ud "ib_send_lat -R -c UD -n 1000" "ib_send_lat -R -c UD -n 1000 127.0.0.1" "t_avg")
+uroce_cm_pair(perftest_write_bw_qp4 "ib_write_bw -R -q 4 -n 1000" "ib_write_bw -R -q 4 -n 1000 127.0.0.1" "BW average")
 uroce_cm_pair(perftest_read_bw "ib_read_bw -R -n 1000" "ib_read_bw -R -n 1000 127.0.0.1" "BW average")
