@@ -6,6 +6,7 @@ a request that comes before its listener; SIDR; a process that goes in the
 middle), so the fuzzer starts from requests that get past the first checks.
 Run from anywhere:
     python3 tests/fuzz/gen_cm_corpus.py
+Inputs the fuzzer found a fault with are kept beside these (found_*).
 """
 import os
 
