@@ -106,6 +106,9 @@ int attach(CmId* id, const sockaddr* src) {
   id->pub.verbs = ctx;
   id->pub.port_num = port;
   id->gid_index = index;
+  // As the kernel's librdmacm does: an id on a device has the device's
+  // shared PD (UCX makes its QPs there; rdma_verbs.h registers through it).
+  if (!id->pub.pd) id->pub.pd = shared_pd(ctx);
   ibv_query_gid(ctx, port, index, &id->pub.route.addr.addr.ibaddr.sgid);
   id->pub.route.addr.addr.ibaddr.pkey = htons(0xffff);
   return 0;
@@ -184,6 +187,7 @@ UROCE_EXPORT int rdma_bind_addr(rdma_cm_id* cm_id, sockaddr* addr) {
   }
   if (rc != 0) {
     cm_id->verbs = nullptr;
+    cm_id->pd = nullptr;
     return fail(rc);
   }
   memset(&cm_id->route.addr.src_storage, 0, sizeof(cm_id->route.addr.src_storage));

@@ -283,6 +283,7 @@ void on_request(const Msg& m) {
     p.verbs = ctx;
     p.port_num = port;
     id->gid_index = index;
+    p.pd = shared_pd(ctx);
   }
   memcpy(p.route.addr.addr.ibaddr.sgid.raw, m.sgid, 16);
   memcpy(p.route.addr.addr.ibaddr.dgid.raw, m.dgid, 16);

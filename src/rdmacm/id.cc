@@ -256,8 +256,6 @@ UROCE_EXPORT int rdma_create_qp_ex(rdma_cm_id* cm_id, ibv_qp_init_attr_ex* attr)
     return fail(err ? err : EINVAL);
   }
   cm_id->qp = qp;
-  // rdma_verbs.h's helpers (rdma_reg_msgs, ...) register through id->pd.
-  if (!cm_id->pd) cm_id->pd = qp->pd;
   return 0;
 }
 
@@ -345,19 +343,16 @@ UROCE_EXPORT int rdma_create_ep(rdma_cm_id** out, rdma_addrinfo* res, ibv_pd* pd
     rc = rdma_resolve_addr(cm_id, res->ai_src_addr, res->ai_dst_addr, 2000);
     if (rc == 0) rc = rdma_resolve_route(cm_id, 2000);
   }
+  if (rc == 0 && pd) cm_id->pd = pd;  // else the device's shared PD, if bound to one
   if (rc == 0 && qp_init_attr && (res->ai_flags & RAI_PASSIVE)) {
     // The QP comes with each connection (rdma_get_request).
     CmId* id = from(cm_id);
     id->qp_init = *qp_init_attr;
     id->qp_init.qp_type = static_cast<ibv_qp_type>(res->ai_qp_type);
     id->has_qp_init = true;
-    cm_id->pd = pd;
   } else if (rc == 0 && qp_init_attr && cm_id->verbs) {
-    cm_id->pd = pd;
     qp_init_attr->qp_type = static_cast<ibv_qp_type>(res->ai_qp_type);
     rc = rdma_create_qp(cm_id, pd, qp_init_attr);
-  } else if (rc == 0) {
-    cm_id->pd = pd;
   }
   if (rc != 0) {
     const int err = errno;

@@ -48,3 +48,14 @@ uroce_cm_pair(perftest_write_lat "ib_write_lat -R -n 1000" "ib_write_lat -R -n 1
 uroce_cm_pair(perftest_send_lat_ud "ib_send_lat -R -c UD -n 1000" "ib_send_lat -R -c UD -n 1000 127.0.0.1" "t_avg")
 uroce_cm_pair(perftest_write_bw_qp4 "ib_write_bw -R -q 4 -n 1000" "ib_write_bw -R -q 4 -n 1000 127.0.0.1" "BW average")
 uroce_cm_pair(perftest_read_bw "ib_read_bw -R -n 1000" "ib_read_bw -R -n 1000 127.0.0.1" "BW average")
+
+# UCX 1.13's io_demo connecting through the CM (UCX_SOCKADDR_TLS_PRIORITY=rdmacm:
+# no fallback to its TCP sockaddr transport), over uroce_lo's /dev/infiniband
+# entry in a private /dev (../ucx/private_dev.sh).
+add_test(NAME rdmacm_ucx_io_demo
+         COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/in_private_netns.sh
+                 bash ${PROJECT_SOURCE_DIR}/tests/integration/ucx/private_dev.sh
+                 bash -c "$<TARGET_FILE:uroce> devnodes uroce_lo >/dev/null && exec bash ${CMAKE_CURRENT_LIST_DIR}/run_cm_pair.sh --server-stays 'io_demo -p 20000' 'io_demo -p 20000 -n 5 127.0.0.1' \"Client exit with status 'OK'\"")
+set_tests_properties(rdmacm_ucx_io_demo PROPERTIES
+  LABELS "integration;debian;ucx" TIMEOUT 90 SKIP_RETURN_CODE 77
+  ENVIRONMENT "${UROCE_TEST_ENV_COMMON};UROCE_DAEMON_NAME=ctest-rdmacm_ucx_io_demo;LD_LIBRARY_PATH=$<TARGET_FILE_DIR:ibverbs>;UCX_SOCKADDR_TLS_PRIORITY=rdmacm")
