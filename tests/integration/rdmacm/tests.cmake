@@ -22,7 +22,8 @@ foreach(t api connect)
 endforeach()
 
 # Unmodified Debian programs, server and client on this host (127.0.0.1 on
-# uroce_lo), in a network namespace of their own.
+# uroce_lo, or the address of in_private_netns.sh's interface d0), in a
+# network namespace of their own.
 function(uroce_cm_pair name)
   add_test(NAME rdmacm_${name}
            COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/in_private_netns.sh
@@ -37,6 +38,11 @@ uroce_cm_pair(rping_ipv6 "rping -s -a ::1 -C 10 -v" "rping -c -a ::1 -C 10 -v" "
 # -q: the programs move their own QPs (rdma_init_qp_attr, rdma_establish)
 uroce_cm_pair(rping_q "rping -s -a 127.0.0.1 -C 20 -q" "rping -c -a 127.0.0.1 -C 20 -q")
 uroce_cm_pair(ucmatose "ucmatose -c 10" "ucmatose -s 127.0.0.1 -c 10" "data transfers complete")
+# -m: rdma_migrate_id to another channel
+uroce_cm_pair(ucmatose_migrate "ucmatose -m" "ucmatose -m -s 127.0.0.1" "data transfers complete")
+# the host's own address (uroce_d0), not the loopback
+uroce_cm_pair(ucmatose_host_address "ucmatose -c 4 -C 20 -S 4096" "ucmatose -c 4 -C 20 -S 4096 -s 10.9.0.1" "data transfers complete")
+uroce_cm_pair(rping_host_address "rping -s -a 10.9.0.1 -C 50 -v" "rping -c -a 10.9.0.1 -C 50 -v" "ping data: rdma-ping-49")
 uroce_cm_pair(rdma_server "rdma_server" "rdma_client -s 127.0.0.1" "rdma_client: end 0")
 uroce_cm_pair(rdma_xserver "rdma_xserver" "rdma_xclient -s 127.0.0.1" "rdma_xclient: end 0")
 uroce_cm_pair(udaddy "udaddy" "udaddy -s 127.0.0.1" "data transfers complete")
