@@ -48,6 +48,8 @@ uroce_cm_pair(rdma_xserver "rdma_xserver" "rdma_xclient -s 127.0.0.1" "rdma_xcli
 uroce_cm_pair(udaddy "udaddy" "udaddy -s 127.0.0.1" "data transfers complete")
 uroce_cm_pair(mckey --wait-server "receiving data transfers" "mckey -m 239.1.1.1 -b 10.9.0.1" "mckey -m 239.1.1.1 -b 10.9.0.1 -s" "data transfers complete")
 uroce_cm_pair(cmtime --server-stays "cmtime" "cmtime -s 127.0.0.1 -c 100" "destroy +:")
+# qperf 0.4.11 with -cm1: its RC tests connect through the CM
+uroce_cm_pair(qperf_cm --server-stays "qperf" "qperf -cm1 127.0.0.1 -t 1 rc_bw rc_lat" "latency")
 # perftest's -R: its connection through the CM
 uroce_cm_pair(perftest_send_bw "ib_send_bw -R -n 1000" "ib_send_bw -R -n 1000 127.0.0.1" "BW average")
 uroce_cm_pair(perftest_write_lat "ib_write_lat -R -n 1000" "ib_write_lat -R -n 1000 127.0.0.1" "t_avg")
