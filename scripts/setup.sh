@@ -10,10 +10,11 @@ set -euo pipefail
 packages=(
   # build
   g++ cmake ninja-build pkg-config
-  # rdma-core's verbs and CM headers (we build against them; the real libraries are
-  # never linked), its example programs, perftest and qperf: the unmodified
-  # binaries the integration tests and the demo run
-  libibverbs-dev librdmacm-dev ibverbs-utils perftest qperf
+  # rdma-core's verbs and CM headers (we build against them; the real
+  # libraries are never linked), its example programs, perftest, qperf and
+  # libfabric's fi_pingpong: the unmodified binaries the integration tests
+  # and the demo run
+  libibverbs-dev librdmacm-dev ibverbs-utils perftest qperf libfabric-bin
   # rdma-core's own test suite (pyverbs) and its Python bindings: the
   # conformance tests run it against uroce's library
   python3-pyverbs

@@ -322,10 +322,17 @@ UROCE_EXPORT int rdma_getaddrinfo(const char* node, const char* service, const r
     }
     freeaddrinfo(ai);
   }
-  if (!passive && hints && hints->ai_src_addr && hints->ai_src_len) {
+  // Addresses the caller gives in the hints (libfabric passes them so, with
+  // neither node nor service) are taken as they are.
+  if (hints && hints->ai_src_addr && hints->ai_src_len && !r->ai_src_addr) {
     r->ai_src_addr = copy_addr(hints->ai_src_addr, hints->ai_src_len);
     r->ai_src_len = hints->ai_src_len;
     if (!r->ai_family) r->ai_family = hints->ai_src_addr->sa_family;
+  }
+  if (hints && hints->ai_dst_addr && hints->ai_dst_len && !r->ai_dst_addr) {
+    r->ai_dst_addr = copy_addr(hints->ai_dst_addr, hints->ai_dst_len);
+    r->ai_dst_len = hints->ai_dst_len;
+    if (!r->ai_family) r->ai_family = hints->ai_dst_addr->sa_family;
   }
   *res = r;
   return 0;

@@ -363,6 +363,17 @@ TEST_F(Cm, GetaddrinfoAndCreateEp) {
   rdma_destroy_ep(id);
   rdma_freeaddrinfo(res);
   EXPECT_NE(rdma_getaddrinfo("no-such-host.invalid", "1", &hints, &res), 0);
+
+  // Addresses given in the hints alone (libfabric's verbs provider does so).
+  auto dst = ip("127.0.0.1", 7471);
+  rdma_addrinfo h2{};
+  h2.ai_dst_addr = sa(dst);
+  h2.ai_dst_len = sizeof(sockaddr_in);
+  ASSERT_EQ(rdma_getaddrinfo(nullptr, nullptr, &h2, &res), 0);
+  ASSERT_NE(res->ai_dst_addr, nullptr);
+  EXPECT_EQ(memcmp(res->ai_dst_addr, &dst, sizeof(sockaddr_in)), 0);
+  EXPECT_EQ(res->ai_family, AF_INET);
+  rdma_freeaddrinfo(res);
 }
 
 }  // namespace

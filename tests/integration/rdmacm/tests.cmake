@@ -50,6 +50,10 @@ uroce_cm_pair(mckey --wait-server "receiving data transfers" "mckey -m 239.1.1.1
 uroce_cm_pair(cmtime --server-stays "cmtime" "cmtime -s 127.0.0.1 -c 100" "destroy +:")
 # qperf 0.4.11 with -cm1: its RC tests connect through the CM
 uroce_cm_pair(qperf_cm --server-stays "qperf" "qperf -cm1 127.0.0.1 -t 1 rc_bw rc_lat" "latency")
+# libfabric 1.17's verbs provider (its connections go through the CM): fi_pingpong
+# over MSG endpoints, and over RDM ones of ofi_rxm on top
+uroce_cm_pair(libfabric_msg "fi_pingpong -p verbs -e msg -I 100" "fi_pingpong -p verbs -e msg -I 100 127.0.0.1" "^1m +100 +=100")
+uroce_cm_pair(libfabric_rdm "fi_pingpong -p verbs\\;ofi_rxm -e rdm -I 100" "fi_pingpong -p verbs\\;ofi_rxm -e rdm -I 100 127.0.0.1" "^1m +100 +=100")
 # perftest's -R: its connection through the CM
 uroce_cm_pair(perftest_send_bw "ib_send_bw -R -n 1000" "ib_send_bw -R -n 1000 127.0.0.1" "BW average")
 uroce_cm_pair(perftest_write_lat "ib_write_lat -R -n 1000" "ib_write_lat -R -n 1000 127.0.0.1" "t_avg")
