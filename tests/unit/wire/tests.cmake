@@ -17,3 +17,14 @@ add_test(NAME wire_samples_tshark
          COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/check_samples_tshark.sh $<TARGET_FILE:wire_write_samples>
                  ${UROCE_WIRE_SAMPLES})
 set_tests_properties(wire_samples_tshark PROPERTIES LABELS protocol TIMEOUT 120 SKIP_RETURN_CODE 77)
+
+# The CM's MADs (src/wire/cm_mad.h): round trips, and Wireshark's dissector
+# decoding the codec's frames into the values it was given.
+uroce_gtest(wire_cm_mad_test LABEL unit TIMEOUT 30 SOURCES ${CMAKE_CURRENT_LIST_DIR}/cm_mad_test.cc)
+target_link_libraries(wire_cm_mad_test PRIVATE uroce_wire)
+add_executable(wire_write_cm_samples ${CMAKE_CURRENT_LIST_DIR}/write_cm_samples.cc)
+target_link_libraries(wire_write_cm_samples PRIVATE uroce_wire)
+add_test(NAME wire_cm_samples_tshark
+         COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/check_cm_samples_tshark.sh $<TARGET_FILE:wire_write_cm_samples>
+                 ${UROCE_WIRE_SAMPLES})
+set_tests_properties(wire_cm_samples_tshark PROPERTIES LABELS protocol TIMEOUT 120 SKIP_RETURN_CODE 77)
