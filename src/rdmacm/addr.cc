@@ -114,11 +114,6 @@ int attach(CmId* id, const sockaddr* src) {
   return 0;
 }
 
-int fail(int err) {
-  errno = err;
-  return -1;
-}
-
 }  // namespace
 
 socklen_t sockaddr_len(const sockaddr* a) {

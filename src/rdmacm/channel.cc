@@ -53,12 +53,8 @@ Event* take_event(Channel* c) {
 
 }  // namespace
 
-void post_event(CmId* id, rdma_cm_event_type type, int status) {
-  auto* e = new Event();
-  e->pub.id = &id->pub;
-  e->pub.event = type;
-  e->pub.status = status;
-  Channel* c = from(id->pub.channel);
+void queue_event(rdma_event_channel* ch, Event* e) {
+  Channel* c = from(ch);
   {
     std::lock_guard<std::mutex> g(c->mu);
     c->queue.push_back(e);
@@ -66,6 +62,14 @@ void post_event(CmId* id, rdma_cm_event_type type, int status) {
   const uint64_t one = 1;
   // Cannot fail short of a counter at 2^64-2.
   (void)!write(c->pub.fd, &one, sizeof(one));
+}
+
+void post_event(CmId* id, rdma_cm_event_type type, int status) {
+  auto* e = new Event();
+  e->pub.id = &id->pub;
+  e->pub.event = type;
+  e->pub.status = status;
+  queue_event(id->pub.channel, e);
 }
 
 /// Counts an event as handed to the program (rdma_destroy_id and

@@ -16,6 +16,7 @@
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
 
+#include <cerrno>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -98,11 +99,35 @@ void post_event(CmId* id, rdma_cm_event_type type, int status);
 /// keeps it in id->pub.event (acked at the next call), and returns 0 or -1
 /// with errno from the event's status.
 int sync_wait(CmId* id);
+/// Queues a made event on a channel.
+void queue_event(rdma_event_channel* ch, Event* e);
+/// For a synchronous id, waits for the event its call caused.
+inline int settle(CmId* id) { return id->sync ? sync_wait(id) : 0; }
 
-// connect.cc
+/// The Q_Key the kernel's CM gives UD QPs (RDMA_UDP_QKEY).
+constexpr uint32_t kUdpQkey = 0x01234567;
+
+/// Fails a call: errno = err, -1.
+inline int fail(int err) {
+  errno = err;
+  return -1;
+}
+
+// qp_attr.cc
+/// Copies the program's private data into `c` (false: longer than `max`).
+bool copy_private(cmproto::Conn* c, const void* data, uint8_t len, uint8_t max);
+/// Chooses this side's first PSN and MTU (and, answering a request, its
+/// default RDMA read resources) once per id.
+void prepare_own(CmId* id);
+/// This side's part of the exchange, from the program's parameters and the
+/// CM's QP (if it made one). False: private data too long.
+bool own_conn(CmId* id, const rdma_conn_param* p, uint8_t max_private, cmproto::Conn* c);
 /// The attributes that move the id's QP to `state` (rdma_init_qp_attr).
 /// 0 or an errno (EINVAL: RTR and RTS before the other side answered).
 int qp_attr_for(CmId* id, ibv_qp_state state, ibv_qp_attr* a, int* mask);
+/// Moves the CM's QP of `id` to RTR and RTS. 0 or an errno.
+int ready_qp(CmId* id);
+void qp_to_error(CmId* id);
 
 // devices.cc
 /// The process's shared context of every device (opened once, kept open),

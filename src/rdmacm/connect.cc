@@ -1,6 +1,6 @@
-// Connections: listen, connect, accept, reject, establish, disconnect, the
-// QP attributes the CM gives a program that moves its own QP
-// (rdma_init_qp_attr), and what each of uroced's events does to an id.
+// Connections: listen, connect, accept, reject, establish, disconnect,
+// rdma_init_qp_attr (the attributes themselves: qp_attr.cc), and what each of
+// uroced's events does to an id (RC, and SIDR for UD ids).
 //
 // As with the kernel's CM: the connecting side says its QP number and first
 // PSN (the REQ), the listener's side answers with its own (the REP), and the
@@ -11,10 +11,8 @@
 // moves its QP with rdma_init_qp_attr and calls rdma_establish.
 //
 // Not built yet: the CM on the wire (connections to other hosts are
-// UNREACHABLE), UD's SIDR, multicast.
+// UNREACHABLE).
 #include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/random.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -45,156 +43,6 @@ constexpr uint8_t kRepPrivateData = 196;
 constexpr uint8_t kRejPrivateData = 148;
 constexpr uint8_t kSidrReqPrivateData = 180;  // 216 after the CM's own header
 constexpr uint8_t kSidrRepPrivateData = 136;
-constexpr uint8_t kAckTimeout = 14;  // 4.096 us * 2^14 = 67 ms
-constexpr uint32_t kUdpQkey = 0x01234567;
-
-int fail(int err) {
-  errno = err;
-  return -1;
-}
-
-uint32_t random_psn() {
-  uint32_t r = 0;
-  if (getrandom(&r, sizeof(r), 0) != sizeof(r)) r = 0x123456;
-  return r & 0xffffff;
-}
-
-/// The program's private data, checked against what the message can carry.
-bool copy_private(cmproto::Conn* c, const void* data, uint8_t len, uint8_t max) {
-  if (len > max) return false;
-  c->private_data_len = len;
-  if (len && data) memcpy(c->private_data, data, len);
-  return true;
-}
-
-/// Device limits and the port's MTU, and the first PSN, chosen once per id:
-/// a program may move its QP (rdma_init_qp_attr) before it calls
-/// rdma_accept, whose REP must then carry the PSN the QP got.
-void prepare_own(CmId* id) {
-  if (id->own_ready) return;
-  ibv_port_attr port{};
-  ibv_query_port(id->pub.verbs, id->pub.port_num, &port);
-  id->own.psn = random_psn();
-  id->own.mtu = uint8_t(port.active_mtu ? port.active_mtu : IBV_MTU_1024);
-  if (id->has_remote) {
-    // What the kernel's CM answers by default: what the other side may ask.
-    ibv_device_attr dev{};
-    ibv_query_device(id->pub.verbs, &dev);
-    id->own.responder_resources = uint8_t(std::min<int>(id->remote.initiator_depth, dev.max_qp_rd_atom));
-    id->own.initiator_depth = uint8_t(std::min<int>(id->remote.responder_resources, dev.max_qp_init_rd_atom));
-  }
-  id->own_ready = true;
-}
-
-/// This side's part of the exchange, from the program's parameters and its
-/// QP (if the CM made one).
-bool own_conn(CmId* id, const rdma_conn_param* p, uint8_t max_private, cmproto::Conn* c) {
-  prepare_own(id);
-  *c = id->own;
-  c->private_data_len = 0;
-  if (p) {
-    ibv_device_attr dev{};
-    ibv_query_device(id->pub.verbs, &dev);
-    c->responder_resources = uint8_t(std::min<int>(p->responder_resources, dev.max_qp_rd_atom));
-    c->initiator_depth = uint8_t(std::min<int>(p->initiator_depth, dev.max_qp_init_rd_atom));
-    c->retry_count = std::min<uint8_t>(p->retry_count, 7);
-    c->rnr_retry_count = std::min<uint8_t>(p->rnr_retry_count, 7);
-    c->flow_control = p->flow_control;
-    if (!copy_private(c, p->private_data, p->private_data_len, max_private)) return false;
-  }
-  if (id->pub.qp) {
-    c->qpn = id->pub.qp->qp_num;
-    c->srq = id->pub.qp->srq != nullptr;
-  } else if (p) {
-    c->qpn = p->qp_num & 0xffffff;
-    c->srq = p->srq;
-  }
-  return true;
-}
-
-}  // namespace
-
-int qp_attr_for(CmId* id, ibv_qp_state state, ibv_qp_attr* a, int* mask) {
-  memset(a, 0, sizeof(*a));
-  a->qp_state = state;
-  if (state == IBV_QPS_INIT) {
-    a->pkey_index = 0;
-    a->port_num = id->pub.port_num;
-    *mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT;
-    if (id->pub.qp_type == IBV_QPT_UD) {
-      a->qkey = kUdpQkey;
-      *mask |= IBV_QP_QKEY;
-    } else {
-      a->qp_access_flags = 0;
-      *mask |= IBV_QP_ACCESS_FLAGS;
-    }
-    return 0;
-  }
-  if (id->pub.qp_type == IBV_QPT_UD) {
-    *mask = IBV_QP_STATE;
-    if (state == IBV_QPS_RTS) {
-      a->sq_psn = 0;
-      *mask |= IBV_QP_SQ_PSN;
-    }
-    return 0;
-  }
-  if (!id->has_remote) return EINVAL;
-  prepare_own(id);
-  if (state == IBV_QPS_RTR) {
-    a->path_mtu = ibv_mtu(std::min(id->own.mtu, id->remote.mtu));
-    a->dest_qp_num = id->remote.qpn;
-    a->rq_psn = id->remote.psn;
-    a->max_dest_rd_atomic = id->own.responder_resources;
-    a->min_rnr_timer = 12;  // 0.64 ms
-    a->qp_access_flags =
-        IBV_ACCESS_REMOTE_WRITE |
-        (id->own.responder_resources ? IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC : 0);
-    ibv_ah_attr& ah = a->ah_attr;
-    ah.is_global = 1;
-    ah.grh.dgid = id->pub.route.addr.addr.ibaddr.dgid;
-    ah.grh.sgid_index = uint8_t(id->gid_index);
-    ah.grh.hop_limit = 64;
-    ah.grh.traffic_class = id->tos;
-    ah.port_num = id->pub.port_num;
-    *mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-            IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER | IBV_QP_ACCESS_FLAGS;
-    return 0;
-  }
-  if (state == IBV_QPS_RTS) {
-    a->sq_psn = id->own.psn;
-    a->timeout = kAckTimeout;
-    // The connecting side's retry count (in its REQ) holds for both QPs; the
-    // RNR retry count each side uses is the one the other side sent (REQ,
-    // REP), as the kernel's CM does.
-    a->retry_cnt = id->passive ? id->remote.retry_count : id->own.retry_count;
-    a->rnr_retry = id->remote.rnr_retry_count;
-    a->max_rd_atomic = id->own.initiator_depth;
-    *mask = IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-            IBV_QP_MAX_QP_RD_ATOMIC;
-    return 0;
-  }
-  return EINVAL;
-}
-
-namespace {
-
-/// Moves the CM's QP of `id` to RTR and RTS. 0 or an errno.
-int ready_qp(CmId* id) {
-  for (ibv_qp_state s : {IBV_QPS_RTR, IBV_QPS_RTS}) {
-    ibv_qp_attr a;
-    int mask = 0;
-    if (int rc = qp_attr_for(id, s, &a, &mask); rc != 0) return rc;
-    if (int rc = ibv_modify_qp(id->pub.qp, &a, mask); rc != 0) return rc;
-  }
-  return 0;
-}
-
-void qp_to_error(CmId* id) {
-  if (!id->pub.qp) return;
-  ibv_qp_attr a{};
-  a.qp_state = IBV_QPS_ERR;
-  ibv_modify_qp(id->pub.qp, &a, IBV_QP_STATE);
-}
 
 /// An event with the other side's part of the exchange (param.conn).
 Event* conn_event(CmId* id, rdma_cm_event_type type, int status, const cmproto::Conn& c, uint8_t pd_len) {
@@ -242,16 +90,6 @@ Event* ud_event(CmId* id, rdma_cm_event_type type, int status, const cmproto::Co
     p.qkey = kUdpQkey;
   }
   return e;
-}
-
-void queue(rdma_event_channel* ch, Event* e) {
-  Channel* c = from(ch);
-  {
-    std::lock_guard<std::mutex> g(c->mu);
-    c->queue.push_back(e);
-  }
-  const uint64_t one = 1;
-  (void)!write(c->pub.fd, &one, sizeof(one));
 }
 
 /// A CONNECT_REQUEST: a new id for the connection, on the listener's channel.
@@ -306,7 +144,7 @@ void on_request(const Msg& m) {
                  ? ud_event(id, RDMA_CM_EVENT_CONNECT_REQUEST, 0, m.conn, kSidrReqPrivateData, false)
                  : conn_event(id, RDMA_CM_EVENT_CONNECT_REQUEST, 0, m.conn, kReqPrivateData);
   e->pub.listen_id = &listener->pub;
-  queue(listener->pub.channel, e);
+  queue_event(listener->pub.channel, e);
 }
 
 /// The listener's answer reached the connecting side.
@@ -316,12 +154,13 @@ void on_response(CmId* id, const Msg& m) {
   if (id->pub.qp_type == IBV_QPT_UD) {
     // SIDR's answer: the other side's QP, and nothing to move here.
     id->state = IdState::kConnected;
-    queue(id->pub.channel, ud_event(id, RDMA_CM_EVENT_ESTABLISHED, 0, m.conn, kSidrRepPrivateData, true));
+    queue_event(id->pub.channel,
+                ud_event(id, RDMA_CM_EVENT_ESTABLISHED, 0, m.conn, kSidrRepPrivateData, true));
     return;
   }
   if (!id->pub.qp) {
     id->state = IdState::kResponded;
-    queue(id->pub.channel, conn_event(id, RDMA_CM_EVENT_CONNECT_RESPONSE, 0, m.conn, kRepPrivateData));
+    queue_event(id->pub.channel, conn_event(id, RDMA_CM_EVENT_CONNECT_RESPONSE, 0, m.conn, kRepPrivateData));
     return;
   }
   if (int rc = ready_qp(id); rc != 0) {
@@ -331,7 +170,7 @@ void on_response(CmId* id, const Msg& m) {
     d.handle = id->handle;
     cm_post(&d);
     id->state = IdState::kDisconnected;
-    queue(id->pub.channel, conn_event(id, RDMA_CM_EVENT_CONNECT_ERROR, -rc, m.conn, 0));
+    queue_event(id->pub.channel, conn_event(id, RDMA_CM_EVENT_CONNECT_ERROR, -rc, m.conn, 0));
     return;
   }
   Msg rtu{};
@@ -339,11 +178,8 @@ void on_response(CmId* id, const Msg& m) {
   rtu.handle = id->handle;
   cm_post(&rtu);
   id->state = IdState::kConnected;
-  queue(id->pub.channel, conn_event(id, RDMA_CM_EVENT_ESTABLISHED, 0, m.conn, kRepPrivateData));
+  queue_event(id->pub.channel, conn_event(id, RDMA_CM_EVENT_ESTABLISHED, 0, m.conn, kRepPrivateData));
 }
-
-/// Waits, for a synchronous id, for the event its call caused.
-int settle(CmId* id) { return id->sync ? sync_wait(id) : 0; }
 
 Msg request(Op op, CmId* id) {
   Msg m{};
@@ -367,19 +203,19 @@ void on_cm_event(const Msg& m) {
       break;
     case RDMA_CM_EVENT_ESTABLISHED:
       id->state = IdState::kConnected;
-      queue(id->pub.channel, conn_event(id, RDMA_CM_EVENT_ESTABLISHED, 0, m.conn, 0));
+      queue_event(id->pub.channel, conn_event(id, RDMA_CM_EVENT_ESTABLISHED, 0, m.conn, 0));
       break;
     case RDMA_CM_EVENT_REJECTED:
       id->state = IdState::kDisconnected;
-      queue(id->pub.channel, conn_event(id, RDMA_CM_EVENT_REJECTED, m.status, m.conn, kRejPrivateData));
+      queue_event(id->pub.channel, conn_event(id, RDMA_CM_EVENT_REJECTED, m.status, m.conn, kRejPrivateData));
       break;
     case RDMA_CM_EVENT_DISCONNECTED:
       id->state = IdState::kDisconnected;
-      queue(id->pub.channel, conn_event(id, RDMA_CM_EVENT_DISCONNECTED, 0, m.conn, 0));
+      queue_event(id->pub.channel, conn_event(id, RDMA_CM_EVENT_DISCONNECTED, 0, m.conn, 0));
       break;
     default:
       id->state = IdState::kDisconnected;
-      queue(id->pub.channel, conn_event(id, rdma_cm_event_type(m.event), m.status, m.conn, 0));
+      queue_event(id->pub.channel, conn_event(id, rdma_cm_event_type(m.event), m.status, m.conn, 0));
       break;
   }
 }
@@ -542,82 +378,4 @@ UROCE_EXPORT int rdma_init_qp_attr(rdma_cm_id* cm_id, ibv_qp_attr* qp_attr, int*
 UROCE_EXPORT int rdma_notify(rdma_cm_id* cm_id, ibv_event_type) {
   if (!cm_id) return fail(EINVAL);
   return 0;  // the RTU is sent when the QP is ready; nothing waits for a first receive
-}
-
-namespace {
-
-/// The MGID of a multicast IP address: ::ffff:a.b.c.d for IPv4, as the
-/// kernel's CM forms it for RoCE v2; the IPv6 group itself.
-bool mgid_of(const sockaddr* a, ibv_gid* mgid) {
-  if (!a) return false;
-  if (a->sa_family == AF_INET) {
-    const auto* in = reinterpret_cast<const sockaddr_in*>(a);
-    if (!IN_MULTICAST(ntohl(in->sin_addr.s_addr))) return false;
-  } else if (a->sa_family == AF_INET6) {
-    if (!IN6_IS_ADDR_MULTICAST(&reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr)) return false;
-  } else {
-    return false;
-  }
-  ip_to_gid(a, mgid);
-  return true;
-}
-
-int join(rdma_cm_id* cm_id, const sockaddr* addr, bool send_only, void* context) {
-  if (!cm_id || !cm_id->verbs) return fail(EINVAL);
-  CmId* id = from(cm_id);
-  ibv_gid mgid;
-  if (!mgid_of(addr, &mgid)) return fail(EINVAL);
-  for (const Group& g : id->groups)
-    if (memcmp(&g.mgid, &mgid, sizeof(mgid)) == 0) return fail(EADDRINUSE);
-  // A send-only member receives nothing: its QP is not attached.
-  const bool attach = cm_id->qp && !send_only;
-  if (attach && ibv_attach_mcast(cm_id->qp, &mgid, 0) != 0) return -1;
-  id->groups.push_back(Group{mgid, attach});
-  // Joined at once: RoCE has no subnet administrator to ask.
-  auto* e = new Event();
-  e->pub.id = cm_id;
-  e->pub.event = RDMA_CM_EVENT_MULTICAST_JOIN;
-  rdma_ud_param& p = e->pub.param.ud;
-  p.private_data = context;  // where rdma-core hands back the join's context
-  ibv_ah_attr& ah = p.ah_attr;
-  ah.is_global = 1;
-  ah.grh.dgid = mgid;
-  ah.grh.sgid_index = uint8_t(id->gid_index);
-  ah.grh.hop_limit = 1;
-  ah.grh.traffic_class = id->tos;
-  ah.port_num = cm_id->port_num;
-  p.qp_num = 0xffffff;
-  p.qkey = kUdpQkey;
-  queue(cm_id->channel, e);
-  return settle(id);
-}
-
-}  // namespace
-
-UROCE_EXPORT int rdma_join_multicast(rdma_cm_id* cm_id, sockaddr* addr, void* context) {
-  return join(cm_id, addr, false, context);
-}
-
-UROCE_EXPORT int rdma_join_multicast_ex(rdma_cm_id* cm_id, rdma_cm_join_mc_attr_ex* attr, void* context) {
-  if (!attr || !(attr->comp_mask & RDMA_CM_JOIN_MC_ATTR_ADDRESS) ||
-      !(attr->comp_mask & RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS))
-    return fail(EINVAL);
-  if (attr->join_flags != RDMA_MC_JOIN_FLAG_FULLMEMBER &&
-      attr->join_flags != RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER)
-    return fail(EINVAL);
-  return join(cm_id, attr->addr, attr->join_flags == RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER, context);
-}
-
-UROCE_EXPORT int rdma_leave_multicast(rdma_cm_id* cm_id, sockaddr* addr) {
-  if (!cm_id) return fail(EINVAL);
-  CmId* id = from(cm_id);
-  ibv_gid mgid;
-  if (!mgid_of(addr, &mgid)) return fail(EINVAL);
-  for (auto it = id->groups.begin(); it != id->groups.end(); ++it) {
-    if (memcmp(&it->mgid, &mgid, sizeof(mgid)) != 0) continue;
-    if (it->attached && cm_id->qp) ibv_detach_mcast(cm_id->qp, &mgid, 0);
-    id->groups.erase(it);
-    return 0;
-  }
-  return fail(EADDRNOTAVAIL);
 }

