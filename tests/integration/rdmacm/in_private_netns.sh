@@ -2,7 +2,10 @@
 # Runs a command in a network namespace of its own with lo and a veth
 # interface d0 (10.9.0.1/24, fd09::1/64; its peer d1 has no address), all
 # up: uroce then has exactly the devices uroce_lo and uroce_d0, and no route
-# leads off this host. The namespace goes away with the command.
+# leads off this host. The command runs as the first process of a PID
+# namespace of its own too (with its own /proc), so whatever it leaves
+# running (a server's forked children, a daemon) dies with it; the network
+# namespace goes away then.
 #
 # Usage: in_private_netns.sh COMMAND...
 # Exit: the command's; 77 (skip) if no network namespace can be made (not
@@ -12,8 +15,8 @@ if (($# == 0)); then
   echo "usage: $0 COMMAND..." >&2
   exit 2
 fi
-ns=(unshare --net)
-((EUID == 0)) || ns=(unshare --map-root-user --net)
+ns=(unshare --net --pid --fork --kill-child --mount-proc)
+((EUID == 0)) || ns=(unshare --map-root-user --net --pid --fork --kill-child --mount-proc)
 if ! "${ns[@]}" true 2>/dev/null; then
   echo "SKIP: cannot create a network namespace (${ns[*]})"
   exit 77
