@@ -55,6 +55,47 @@ ibv_qp_init_attr rc_attr() {
   return a;
 }
 
+/// Where a UD datagram goes.
+struct UdDest {
+  ibv_ah* ah;
+  uint32_t qpn, qkey;
+};
+
+/// Sends `sbuf` from c's QP to s's, which receives it into `rbuf`
+/// (`ud`: the datagram's address handle, QP number and Q_Key); the
+/// receive's completion goes to *wc. Memory registered for the occasion.
+void send_one(rdma_cm_id* c, rdma_cm_id* s, std::vector<char>& sbuf, std::vector<char>& rbuf, ibv_wc* wc,
+              const UdDest* ud = nullptr) {
+  ibv_mr* smr = ibv_reg_mr(c->qp->pd, sbuf.data(), sbuf.size(), IBV_ACCESS_LOCAL_WRITE);
+  ibv_mr* rmr = ibv_reg_mr(s->qp->pd, rbuf.data(), rbuf.size(), IBV_ACCESS_LOCAL_WRITE);
+  ASSERT_TRUE(smr && rmr);
+  ibv_sge rs{reinterpret_cast<uint64_t>(rbuf.data()), uint32_t(rbuf.size()), rmr->lkey};
+  ibv_recv_wr rw{};
+  rw.sg_list = &rs;
+  rw.num_sge = 1;
+  ibv_recv_wr* rbad = nullptr;
+  ASSERT_EQ(ibv_post_recv(s->qp, &rw, &rbad), 0);
+  ibv_sge ss{reinterpret_cast<uint64_t>(sbuf.data()), uint32_t(sbuf.size()), smr->lkey};
+  ibv_send_wr sw{};
+  sw.sg_list = &ss;
+  sw.num_sge = 1;
+  sw.opcode = IBV_WR_SEND;
+  sw.send_flags = IBV_SEND_SIGNALED;
+  if (ud) {
+    sw.wr.ud.ah = ud->ah;
+    sw.wr.ud.remote_qpn = ud->qpn;
+    sw.wr.ud.remote_qkey = ud->qkey;
+  }
+  ibv_send_wr* sbad = nullptr;
+  ASSERT_EQ(ibv_post_send(c->qp, &sw, &sbad), 0);
+  int n = 0;
+  for (int i = 0; i < 500000 && n == 0; ++i) n = ibv_poll_cq(s->recv_cq, 1, wc);
+  ASSERT_EQ(n, 1);
+  EXPECT_EQ(wc->status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc->status);
+  ibv_dereg_mr(smr);
+  ibv_dereg_mr(rmr);
+}
+
 class Connect : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -144,31 +185,9 @@ TEST_F(Connect, AcceptedConnectionCarriesPrivateDataAndASend) {
 
   // The QPs are connected: a SEND arrives.
   std::vector<char> sbuf(64, 'x'), rbuf(64, 0);
-  ibv_mr* smr = ibv_reg_mr(c->qp->pd, sbuf.data(), sbuf.size(), IBV_ACCESS_LOCAL_WRITE);
-  ibv_mr* rmr = ibv_reg_mr(s->qp->pd, rbuf.data(), rbuf.size(), IBV_ACCESS_LOCAL_WRITE);
-  ASSERT_TRUE(smr && rmr);
-  ibv_sge rs{reinterpret_cast<uint64_t>(rbuf.data()), 64, rmr->lkey};
-  ibv_recv_wr rw{};
-  rw.sg_list = &rs;
-  rw.num_sge = 1;
-  ibv_recv_wr* rbad = nullptr;
-  ASSERT_EQ(ibv_post_recv(s->qp, &rw, &rbad), 0);
-  ibv_sge ss{reinterpret_cast<uint64_t>(sbuf.data()), 64, smr->lkey};
-  ibv_send_wr sw{};
-  sw.sg_list = &ss;
-  sw.num_sge = 1;
-  sw.opcode = IBV_WR_SEND;
-  sw.send_flags = IBV_SEND_SIGNALED;
-  ibv_send_wr* sbad = nullptr;
-  ASSERT_EQ(ibv_post_send(c->qp, &sw, &sbad), 0);
   ibv_wc wc{};
-  int n = 0;
-  for (int i = 0; i < 500000 && n == 0; ++i) n = ibv_poll_cq(s->recv_cq, 1, &wc);
-  ASSERT_EQ(n, 1);
-  EXPECT_EQ(wc.status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc.status);
+  ASSERT_NO_FATAL_FAILURE(send_one(c, s, sbuf, rbuf, &wc));
   EXPECT_EQ(rbuf, sbuf);
-  ibv_dereg_mr(smr);
-  ibv_dereg_mr(rmr);
 
   // Either side's disconnect reaches both.
   ASSERT_EQ(rdma_disconnect(c), 0);
@@ -376,36 +395,12 @@ TEST_F(Connect, SidrGivesTheClientTheServersQp) {
   rdma_ack_cm_event(est);
 
   std::vector<char> sbuf(32, 'u'), rbuf(32 + 40, 0);
-  ibv_mr* smr = ibv_reg_mr(c->qp->pd, sbuf.data(), sbuf.size(), IBV_ACCESS_LOCAL_WRITE);
-  ibv_mr* rmr = ibv_reg_mr(s->qp->pd, rbuf.data(), rbuf.size(), IBV_ACCESS_LOCAL_WRITE);
-  ASSERT_TRUE(smr && rmr);
-  ibv_sge rs{reinterpret_cast<uint64_t>(rbuf.data()), uint32_t(rbuf.size()), rmr->lkey};
-  ibv_recv_wr rw{};
-  rw.sg_list = &rs;
-  rw.num_sge = 1;
-  ibv_recv_wr* rbad = nullptr;
-  ASSERT_EQ(ibv_post_recv(s->qp, &rw, &rbad), 0);
-  ibv_sge ss{reinterpret_cast<uint64_t>(sbuf.data()), uint32_t(sbuf.size()), smr->lkey};
-  ibv_send_wr sw{};
-  sw.sg_list = &ss;
-  sw.num_sge = 1;
-  sw.opcode = IBV_WR_SEND;
-  sw.send_flags = IBV_SEND_SIGNALED;
-  sw.wr.ud.ah = ah;
-  sw.wr.ud.remote_qpn = qpn;
-  sw.wr.ud.remote_qkey = qkey;
-  ibv_send_wr* sbad = nullptr;
-  ASSERT_EQ(ibv_post_send(c->qp, &sw, &sbad), 0);
+  const UdDest ud{ah, qpn, qkey};
   ibv_wc wc{};
-  int n = 0;
-  for (int i = 0; i < 500000 && n == 0; ++i) n = ibv_poll_cq(s->recv_cq, 1, &wc);
-  ASSERT_EQ(n, 1);
-  EXPECT_EQ(wc.status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc.status);
+  ASSERT_NO_FATAL_FAILURE(send_one(c, s, sbuf, rbuf, &wc, &ud));
   EXPECT_EQ(wc.src_qp, c->qp->qp_num);
   EXPECT_EQ(memcmp(rbuf.data() + 40, sbuf.data(), sbuf.size()), 0);
   ibv_destroy_ah(ah);
-  ibv_dereg_mr(smr);
-  ibv_dereg_mr(rmr);
 }
 
 TEST_F(Connect, SidrWithoutListenerIsUnreachable) {
