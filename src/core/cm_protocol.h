@@ -75,8 +75,8 @@ struct Msg {
   uint32_t event;          // enum rdma_cm_event_type
   uint32_t ps;             // enum rdma_port_space
   uint32_t arg;
-  uint32_t pad;
-  uint8_t src[28];  // sockaddr_in or sockaddr_in6, from the receiver's side
+  uint32_t flow_label;  // CONNECT_REQUEST from the wire: the REQ's primary path's
+  uint8_t src[28];      // sockaddr_in or sockaddr_in6, from the receiver's side
   uint8_t dst[28];
   uint8_t sgid[16];  // the receiver's GID, then the peer's
   uint8_t dgid[16];

@@ -6,7 +6,9 @@
 #include <sys/random.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 #include "common/log.h"
@@ -108,7 +110,16 @@ bool datagram(uint32_t ps) { return ps == cmproto::kPsUdp || ps == cmproto::kPsI
 
 }  // namespace
 
-CmService::CmService(std::function<void(int, bool)> want_write) : want_write_(std::move(want_write)) {}
+CmService::CmService(Hooks hooks, CmTiming timing) : hooks_(std::move(hooks)), timing_(timing) {}
+
+CmTiming CmTiming::from_env() {
+  CmTiming t;
+  if (const char* s = getenv("UROCE_CM_RESPONSE_TIMEOUT"))
+    t.response_timeout = uint8_t(std::min(31L, strtol(s, nullptr, 10)));
+  if (const char* s = getenv("UROCE_CM_RETRIES"))
+    t.max_retries = uint8_t(std::min(15L, strtol(s, nullptr, 10)));
+  return t;
+}
 
 bool CmService::send(int fd, const Msg& m) {
   auto it = conns_.find(fd);
@@ -121,7 +132,7 @@ bool CmService::send(int fd, const Msg& m) {
       drops_.insert(fd);
       return false;
     }
-    want_write_(fd, true);
+    hooks_.want_write(fd, true);
   }
   if (c.out.size() >= kMaxQueued) {
     UROCE_WARN("uroced cm: pid %d reads no events (%zu waiting); dropping it", int(c.pid), c.out.size());
@@ -145,7 +156,7 @@ void CmService::on_writable(int fd) {
     }
     c.out.pop_front();
   }
-  want_write_(fd, false);
+  hooks_.want_write(fd, false);
 }
 
 void CmService::reply(int fd, const Msg& req, int status, const Msg* body) {
@@ -227,11 +238,10 @@ void CmService::connect(int fd, const Msg& m, uint64_t now_ns) {
   ids_.at(m.handle).state = State::kConnecting;
   if (deliver(m)) return;
   if (!local_address(m.dst)) {
-    // Another host: the CM on the wire (MADs to QP1) is not built yet.
-    ids_.at(m.handle).state = State::kGone;
-    event(m.handle, cmproto::kEvUnreachable, -ETIMEDOUT);
+    wire_connect(m.handle, m, now_ns);  // another host: the CM on the wire
     return;
   }
+  UROCE_INFO("uroced cm: a connect to port %u of this host waits for its listener", unsigned(port(m.dst)));
   // No listener yet: the request waits a moment, as one on the wire would
   // be in flight, then is rejected (reason 8, as a kernel's CM answers).
   // Programs start their client right after the server has answered them
@@ -239,7 +249,14 @@ void CmService::connect(int fd, const Msg& m, uint64_t now_ns) {
   pending_.push_back(Pending{m, now_ns + kNoListenerWaitNs});
 }
 
+uint64_t CmService::next_deadline_ns() const {
+  uint64_t next = timers_.empty() ? UINT64_MAX : timers_.begin()->first;
+  for (const Pending& p : pending_) next = std::min(next, p.deadline_ns);
+  return next;
+}
+
 void CmService::expire(uint64_t now_ns) {
+  wire_expire(now_ns);
   for (auto it = pending_.begin(); it != pending_.end();) {
     if (it->deadline_ns > now_ns) {
       ++it;
@@ -269,10 +286,10 @@ bool CmService::deliver(const Msg& m) {
     return true;
   }
   const uint64_t sh = next_handle_++;
-  Id s{listener.conn, c.ps, State::kRequested};
+  Id s(listener.conn, c.ps, State::kRequested);
   memcpy(s.addr, m.dst, sizeof(s.addr));
   s.peer = m.handle;
-  ids_[sh] = s;
+  ids_.emplace(sh, std::move(s));
   conns_.at(listener.conn).ids.insert(sh);
   c.peer = sh;
   // The request as the listener's side sees it: its address is the source.
@@ -303,6 +320,7 @@ void CmService::destroy(uint64_t handle) {
   auto it = ids_.find(handle);
   if (it == ids_.end()) return;
   const Id& id = it->second;
+  if (id.remote) wire_end(handle, 0, false);
   if (id.peer) {
     const bool connected = id.state == State::kConnected || id.state == State::kAccepted;
     // A client that goes before the answer: the server sees the request time
@@ -332,7 +350,7 @@ void CmService::on_message(int fd, const void* buf, size_t len, uint64_t now_ns)
       return;
     }
     const uint64_t h = next_handle_++;
-    ids_[h] = Id{fd, m.ps};
+    ids_.emplace(h, Id(fd, m.ps));
     conn.ids.insert(h);
     Msg r{};
     r.handle = h;
@@ -380,11 +398,15 @@ void CmService::on_message(int fd, const void* buf, size_t len, uint64_t now_ns)
       connect(fd, m, now_ns);
       break;
     case Op::kAccept: {
-      if (id.state != State::kRequested || id.peer == 0) {
+      if (id.state != State::kRequested || (id.peer == 0 && !id.remote)) {
         reply(fd, m, EINVAL);
         break;
       }
       reply(fd, m, 0);
+      if (id.remote) {
+        wire_accept(m.handle, m, now_ns);
+        break;
+      }
       Msg rep = m;
       const uint64_t ph = id.peer;
       if (datagram(id.ps)) {
@@ -403,8 +425,13 @@ void CmService::on_message(int fd, const void* buf, size_t len, uint64_t now_ns)
       break;
     }
     case Op::kReject: {
-      if (id.state != State::kRequested || id.peer == 0) {
+      if (id.state != State::kRequested || (id.peer == 0 && !id.remote)) {
         reply(fd, m, EINVAL);
+        break;
+      }
+      if (id.remote) {
+        reply(fd, m, 0);
+        wire_reject(m.handle, m);
         break;
       }
       const uint64_t ph = id.peer;
@@ -426,6 +453,15 @@ void CmService::on_message(int fd, const void* buf, size_t len, uint64_t now_ns)
       break;
     }
     case Op::kEstablish: {
+      if (id.remote) {
+        if (id.state != State::kConnecting || !id.remote->answered) {
+          reply(fd, m, EINVAL);
+          break;
+        }
+        reply(fd, m, 0);
+        wire_establish(m.handle);
+        break;
+      }
       auto pit = id.peer ? ids_.find(id.peer) : ids_.end();
       if (id.state != State::kConnecting || pit == ids_.end() || pit->second.state != State::kAccepted) {
         reply(fd, m, EINVAL);
@@ -438,6 +474,13 @@ void CmService::on_message(int fd, const void* buf, size_t len, uint64_t now_ns)
       break;
     }
     case Op::kDisconnect: {
+      if (id.remote && id.state != State::kGone) {
+        const bool connected = id.state == State::kConnected || id.state == State::kAccepted;
+        wire_end(m.handle, now_ns, true);
+        reply(fd, m, 0);
+        if (connected) event(m.handle, cmproto::kEvDisconnected, 0);
+        break;
+      }
       if (id.peer == 0) {
         // Disconnected already (0, as the kernel answers), or never connected.
         reply(fd, m, id.state == State::kGone ? 0 : EINVAL);

@@ -14,23 +14,46 @@
 
 #include <sys/types.h>
 
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <list>
 #include <map>
+#include <memory>
 #include <set>
+#include <span>
 #include <utility>
 
 #include "core/cm_protocol.h"
+#include "link/ip_addr.h"
+#include "wire/cm_mad.h"
 
 namespace uroce::daemon {
 
+/// How long the other side may take to answer, and how often a message is
+/// sent before the CM gives up (IBTA 12.7.27, 12.7.28): from
+/// UROCE_CM_RESPONSE_TIMEOUT (4.096 us * 2^value; 20 as the kernel's CM)
+/// and UROCE_CM_RETRIES (15).
+struct CmTiming {
+  uint8_t response_timeout = 20;
+  uint8_t max_retries = 15;
+  static CmTiming from_env();
+};
+
 class CmService {
  public:
-  /// want_write(fd, on): uroced must (or need no longer) wake when fd can
-  /// take more (a client slow to read its events).
-  explicit CmService(std::function<void(int fd, bool on)> want_write);
+  /// What the CM needs of uroced: want_write(fd, on): wake (or no longer)
+  /// when fd can take more (a client slow to read its events); send_mad: a
+  /// MAD to QP1 of `remote` from this host's `local` (false: no QP1 there);
+  /// node_guid: the GUID of the device with address `local`.
+  struct Hooks {
+    std::function<void(int fd, bool on)> want_write;
+    std::function<bool(const link::IpAddr& local, const link::IpAddr& remote, std::span<const uint8_t> mad)>
+        send_mad;
+    std::function<uint64_t(const link::IpAddr& local)> node_guid;
+  };
+  explicit CmService(Hooks hooks, CmTiming timing = {});
 
   bool owns(int fd) const { return conns_.count(fd) != 0; }
   /// `fd` sent kCmOpen as its first message: from now on it is a CM
@@ -38,9 +61,15 @@ class CmService {
   void adopt(int fd, pid_t pid, const cmproto::Msg& open);
   /// One message of `len` bytes arrived on `fd` (at `now_ns`, CLOCK_MONOTONIC).
   void on_message(int fd, const void* msg, size_t len, uint64_t now_ns);
-  /// Rejects the requests that waited for a listener until `now_ns`.
+  /// A CM MAD from QP1 of `from` to this host's address `to`.
+  void on_mad(std::span<const uint8_t> mad, const link::IpAddr& from, const link::IpAddr& to,
+              uint64_t now_ns);
+  /// Rejects the requests that waited for a listener until `now_ns`;
+  /// sends again what the wire did not answer in time, or gives up.
   void expire(uint64_t now_ns);
-  /// Whether requests wait for a listener (the caller looks again soon).
+  /// When expire() has something to do next (UINT64_MAX: nothing).
+  uint64_t next_deadline_ns() const;
+  /// Whether requests wait for a listener.
   bool waiting() const { return !pending_.empty(); }
   /// `fd` can take more: sends what waited.
   void on_writable(int fd);
@@ -52,6 +81,8 @@ class CmService {
   void close(int fd);
 
   size_t num_ids() const { return ids_.size(); }
+  /// CM MADs dropped: malformed, unexpected, or for no id.
+  uint64_t mads_dropped() const { return mads_dropped_; }
 
  private:
   enum class State : uint8_t {
@@ -64,13 +95,31 @@ class CmService {
     kConnected,
     kGone
   };
+  /// The other end of an id is on another host: the CM on the wire.
+  struct Remote {
+    link::IpAddr local, peer;                        // this host's address, the other's
+    uint32_t local_comm_id = 0, remote_comm_id = 0;  // SIDR: request ID in local_comm_id
+    uint64_t tid = 0;                                // the MAD transaction of the connection
+    uint32_t remote_qpn = 0;
+    uint8_t mtu = 0;            // the REQ's path MTU
+    uint8_t peer_timeout = 20;  // how long the other side takes to answer (its CM response timeout)
+    uint8_t max_retries = 15;   // sends after the first
+    bool answered = false;      // connecting: the REP came
+    std::array<uint8_t, wire::cm::kMadSize>
+        last{};  // the last MAD sent (repeated on a timeout or a duplicate)
+    bool has_last = false;
+    uint64_t deadline_ns = 0;  // 0: no timer
+    uint32_t tries_left = 0;
+  };
   struct Id {
     int conn;  // the client connection that owns it
     uint32_t ps;
     State state = State::kIdle;
     uint8_t addr[28] = {};  // bound address (listener: what it listens on)
     bool bound = false;
-    uint64_t peer = 0;  // the id at the other end (connecting or connected)
+    uint64_t peer = 0;               // the id at the other end (connecting or connected), on this host
+    std::unique_ptr<Remote> remote;  // or on another host
+    Id(int c, uint32_t p, State s = State::kIdle) : conn(c), ps(p), state(s) {}
   };
   struct Conn {
     pid_t pid;
@@ -90,7 +139,38 @@ class CmService {
   void unlink(uint64_t handle, uint32_t peer_event, int status);
   void destroy(uint64_t handle);
 
-  std::function<void(int, bool)> want_write_;
+  // cm_wire.cc: the other end on another host.
+  /// Sends the REQ (SIDR REQ for a datagram port space) of a connect.
+  void wire_connect(uint64_t handle, const cmproto::Msg& m, uint64_t now_ns);
+  void wire_accept(uint64_t handle, const cmproto::Msg& m, uint64_t now_ns);
+  void wire_reject(uint64_t handle, const cmproto::Msg& m);
+  void wire_establish(uint64_t handle);
+  /// The id's connection ends from this side (disconnect, or its client is
+  /// gone): DREQ when connected, REJ while connecting.
+  void wire_end(uint64_t handle, uint64_t now_ns, bool id_stays);
+  void wire_expire(uint64_t now_ns);
+  /// Sends `mad` for `handle` and keeps it for repeating; with a timer
+  /// (`retries` more sends, `timeout` as an exponent) or none.
+  void wire_send(uint64_t handle, const std::array<uint8_t, wire::cm::kMadSize>& mad, uint64_t now_ns,
+                 bool timer, uint8_t timeout);
+  void on_req(const wire::cm::MadHeader& h, std::span<const uint8_t> mad, const link::IpAddr& from,
+              const link::IpAddr& to, uint64_t now_ns);
+  void on_sidr_req(const wire::cm::MadHeader& h, std::span<const uint8_t> mad, const link::IpAddr& from,
+                   const link::IpAddr& to);
+  /// The id of this host with local comm ID `comm`, whose peer is `from`
+  /// (nullptr: none).
+  Id* by_comm(uint32_t comm, const link::IpAddr& from, uint64_t* handle);
+  uint32_t new_comm_id();
+  /// A new id for a request from the wire to `listener`, with `remote`.
+  uint64_t add_requested(uint64_t listener, std::unique_ptr<Remote> remote);
+
+  Hooks hooks_;
+  CmTiming timing_;
+  std::map<uint32_t, uint64_t> by_comm_;  // local comm ID -> id
+  // (the other host, its comm ID or SIDR request ID) -> the id its request made
+  std::map<std::pair<std::array<uint8_t, 16>, uint32_t>, uint64_t> by_request_;
+  std::multimap<uint64_t, uint64_t> timers_;  // deadline -> id (stale ones skipped)
+  uint64_t mads_dropped_ = 0;
   std::map<int, Conn> conns_;
   std::map<uint64_t, Id> ids_;
   uint64_t next_handle_ = 1;

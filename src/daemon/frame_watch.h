@@ -31,6 +31,8 @@ class FrameWatch {
   int client_fd() const;
   /// The socket is readable: records what arrived.
   void on_readable();
+  /// The table (uroced's own receivers read it too), or nullptr.
+  const link::IdWatchTable* table() const { return table_; }
   /// Frames recorded so far.
   uint64_t recorded() const { return recorded_; }
 

@@ -27,6 +27,7 @@
 #include "core/shm_layout.h"
 #include "daemon/cm_service.h"
 #include "daemon/frame_watch.h"
+#include "daemon/gsi.h"
 #include "daemon/linger.h"
 #include "daemon/netdev.h"
 #include "daemon/peer_check.h"
@@ -78,17 +79,32 @@ class Server {
                                                      .id_watch_fd = [this] { return frames_.client_fd(); },
                                                      .watch = [this](int fd) { add_fd(fd); },
                                                  });
-    cm_ = std::make_unique<CmService>([this](int fd, bool on) {
-      epoll_event ev{};
-      ev.events = EPOLLIN | EPOLLRDHUP | (on ? EPOLLOUT : 0u);
-      ev.data.fd = fd;
-      epoll_ctl(ep_, EPOLL_CTL_MOD, fd, &ev);
-    });
+    cm_ = std::make_unique<CmService>(
+        CmService::Hooks{
+            .want_write =
+                [this](int fd, bool on) {
+                  epoll_event ev{};
+                  ev.events = EPOLLIN | EPOLLRDHUP | (on ? EPOLLOUT : 0u);
+                  ev.data.fd = fd;
+                  epoll_ctl(ep_, EPOLL_CTL_MOD, fd, &ev);
+                },
+            .send_mad = [this](const link::IpAddr& local, const link::IpAddr& remote,
+                               std::span<const uint8_t> mad) { return gsi_.send(local, remote, mad); },
+            .node_guid = [this](const link::IpAddr& local) { return gsi_.node_guid(local); },
+        },
+        CmTiming::from_env());
     if (frames_.fd() >= 0) add_fd(frames_.fd());
+    // QP1, before any QP of a client binds its sockets (daemon/gsi.h). Our
+    // own receivers believe identifications the frame watch saw too.
+    link::set_id_watch(frames_.table());
+    if (gsi_.start()) {
+      add_fd(gsi_.inbox_fd());
+      gsi_.open(discover_devices(), [this](int fd) { add_fd(fd); });
+    }
     uint64_t idle_since = now_ns();
     for (;;) {
       epoll_event evs[32];
-      int n = epoll_wait(ep_, evs, 32, cm_->waiting() ? 5 : 100);
+      int n = epoll_wait(ep_, evs, 32, wait_ms());
       if (n < 0 && errno != EINTR) return 1;
       for (int i = 0; i < n; ++i) {
         int fd = evs[i].data.fd;
@@ -96,6 +112,8 @@ class Server {
           accept_all();
         } else if (fd == frames_.fd()) {
           frames_.on_readable();
+        } else if (gsi_.owns(fd)) {
+          on_gsi(fd);
         } else if (requests_->lingers().owns(fd)) {
           requests_->lingers().on_readable(fd, now_ns(), [this](uint32_t qpn) {
             auto r = requests_->registry().resolve_qpn(qpn);
@@ -106,6 +124,8 @@ class Server {
         }
       }
       requests_->lingers().expire(now_ns(), [this](int fd) { epoll_ctl(ep_, EPOLL_CTL_DEL, fd, nullptr); });
+      if (gsi_.parked())
+        for (int fd : gsi_.fds()) on_gsi(fd);
       cm_->expire(now_ns());
       for (int d : cm_->take_drops()) drop_client(d);
       if (!requests_->empty() || !requests_->lingers().empty()) {
@@ -124,6 +144,28 @@ class Server {
   }
 
  private:
+  /// How long the loop may sleep: until the CM's next timer, a little for
+  /// packets that wait for evidence (link/id_trust.h), else 100 ms.
+  int wait_ms() const {
+    if (gsi_.parked()) return 1;
+    const uint64_t next = cm_->next_deadline_ns(), now = now_ns();
+    if (next == UINT64_MAX) return 100;
+    return next <= now ? 0 : int(std::min<uint64_t>(100, (next - now) / 1000000 + 1));
+  }
+
+  void on_gsi(int fd) {
+    gsi_.on_readable(
+        fd,
+        [this](std::span<const uint8_t> mad, const link::UdpAddr& from, const link::UdpAddr& to) {
+          cm_->on_mad(mad, from.ip, to.ip, now_ns());
+        },
+        [this](uint32_t qpn) {
+          auto r = requests_->registry().resolve_qpn(qpn);
+          return r.is_ok() ? r.value().pid : 0;
+        });
+    for (int d : cm_->take_drops()) drop_client(d);
+  }
+
   void add_fd(int fd) {
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLRDHUP;
@@ -229,6 +271,7 @@ class Server {
   int host_shm_fd_ = -1;
   int spare_fd_ = -1;  // given up to take a connection when out of descriptors
   FrameWatch frames_;
+  Gsi gsi_;
   std::unique_ptr<Requests> requests_;
   std::unique_ptr<CmService> cm_;
 };

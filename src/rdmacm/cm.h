@@ -84,6 +84,7 @@ struct CmId {
   ibv_qp_init_attr qp_init{};  // the ids rdma_get_request hands out
   ibv_ece local_ece{}, remote_ece{};
   uint8_t tos = 0;
+  uint32_t flow_label = 0;  // the path's: a request from the wire names it (its REQ's)
   bool tos_set = false, reuseaddr = false, afonly = false;
 };
 

@@ -85,6 +85,7 @@ Event* ud_event(CmId* id, rdma_cm_event_type type, int status, const cmproto::Co
     ah.grh.sgid_index = uint8_t(id->gid_index);
     ah.grh.hop_limit = 64;
     ah.grh.traffic_class = id->tos;
+    ah.grh.flow_label = id->flow_label;
     ah.port_num = id->pub.port_num;
     p.qp_num = c.qpn;
     p.qkey = kUdpQkey;
@@ -130,6 +131,8 @@ void on_request(const Msg& m) {
   id->path.dgid = p.route.addr.addr.ibaddr.dgid;
   id->path.pkey = htons(0xffff);
   id->path.mtu = m.conn.mtu;
+  id->flow_label = m.flow_label & 0xfffff;
+  id->path.flow_label = htonl(id->flow_label);
   id->path.numb_path = 1;
   p.route.path_rec = &id->path;
   p.route.num_paths = 1;

@@ -118,6 +118,7 @@ int qp_attr_for(CmId* id, ibv_qp_state state, ibv_qp_attr* a, int* mask) {
     ah.grh.sgid_index = uint8_t(id->gid_index);
     ah.grh.hop_limit = 64;
     ah.grh.traffic_class = id->tos;
+    ah.grh.flow_label = id->flow_label;
     ah.port_num = id->pub.port_num;
     *mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
             IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER | IBV_QP_ACCESS_FLAGS;

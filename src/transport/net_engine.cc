@@ -22,6 +22,7 @@
 #include "common/log.h"
 #include "transport/net_forward.h"
 #include "transport/ud_forward.h"
+#include "wire/cm_mad.h"
 
 namespace uroce::transport {
 
@@ -224,7 +225,7 @@ Status NetEngine::add(NetQp* q) {
     ev.data.u32 = UINT32_MAX;
     epoll_ctl(s.ep, EPOLL_CTL_ADD, s.wake, &ev);
     epoll_ctl(s.ep_timers, EPOLL_CTL_ADD, s.wake, &ev);
-    auto in = NetInbox::open();
+    auto in = NetInbox::open(getpid());
     if (in.is_ok()) {
       s.inbox = std::move(in.value());
       ev.data.u32 = uint32_t(kInboxTag);
@@ -386,6 +387,9 @@ int NetEngine::round(const int* ready, int n, bool* drained, bool ack_per_batch)
         // (UD: transport/ud_forward.h; the others: net_forward.h), or nobody's.
         if (c->inbox)
           c->s->inbox_lost.fetch_add(1, std::memory_order_relaxed);
+        else if (p.bth.dest_qp == wire::cm::kGsiQpn)  // a CM message: uroced's
+          c->s->passed[size_t(c->s->forwarder.add_for(kGsiOwner, p, from, to))].fetch_add(
+              1, std::memory_order_relaxed);
         else if ((p.bth.opcode >> 5) == uint8_t(wire::Service::kUd))
           c->s->forwarded[size_t(forward_ud(p, from, to))].fetch_add(1, std::memory_order_relaxed);
         else

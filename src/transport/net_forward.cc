@@ -136,7 +136,7 @@ uint64_t NetForwarder::flush() {
   return lost;
 }
 
-Result<std::unique_ptr<NetInbox>> NetInbox::open() {
+Result<std::unique_ptr<NetInbox>> NetInbox::open(int32_t owner) {
   std::unique_ptr<NetInbox> in(new NetInbox());
   in->fd_ = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (in->fd_ < 0) return Status(errno);
@@ -144,7 +144,7 @@ Result<std::unique_ptr<NetInbox>> NetInbox::open() {
   if (setsockopt(in->fd_, SOL_SOCKET, SO_PASSCRED, &one, sizeof(one)) != 0) return Status(errno);
   (void)setsockopt(in->fd_, SOL_SOCKET, SO_RCVBUF, &kSocketBufBytes, sizeof(kSocketBufBytes));
   sockaddr_un addr;
-  const socklen_t alen = make_abstract_addr(inbox_name(getpid()), &addr);
+  const socklen_t alen = make_abstract_addr(inbox_name(owner), &addr);
   if (bind(in->fd_, reinterpret_cast<sockaddr*>(&addr), alen) != 0) return Status(errno);
   in->buf_.resize(kMaxBatchBytes);
   return in;

@@ -37,6 +37,10 @@
 
 namespace uroce::transport {
 
+/// QP1 (the GSI) of a host is uroced's, as a NIC's is the kernel's: packets
+/// for it go to the inbox of this owner (daemon/gsi.h), never a process.
+constexpr int32_t kGsiOwner = 0;
+
 /// What became of a packet for a QP of another process.
 enum class NetForward {
   kPassed,       // in the owner's inbox
@@ -86,8 +90,9 @@ class NetForwarder {
 /// A process's inbox for packets other processes pass on.
 class NetInbox {
  public:
-  /// Opens and binds this process's inbox (one per process).
-  static Result<std::unique_ptr<NetInbox>> open();
+  /// Opens and binds the inbox of `owner`: this process's (one per process),
+  /// or kGsiOwner's in uroced.
+  static Result<std::unique_ptr<NetInbox>> open(int32_t owner);
   ~NetInbox();
   NetInbox(const NetInbox&) = delete;
   NetInbox& operator=(const NetInbox&) = delete;

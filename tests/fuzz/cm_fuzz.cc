@@ -12,7 +12,12 @@
 //   3: the connection (re)opens
 //   4: its socket is read empty (otherwise events pile up in it and in
 //      uroced's queue for it)
-//   5: [ms]: time passes (requests waiting for a listener expire)
+//   5: [ms]: time passes (requests waiting for a listener expire, messages
+//      on the wire are sent again or given up)
+//   6: a CM message from another host: [attribute] (modulo 9), then a MAD
+//      made from the last one uroced sent (the comm IDs crossed, as an
+//      answer has them; a REQ or SIDR REQ to port 7000 of 127.0.0.1), then
+//      [n] (modulo 8) changes of [offset] [value] anywhere in it
 //
 // Oracles: the sanitizers, and state: once every connection is closed,
 // uroced holds no id and no waiting request.
@@ -27,6 +32,7 @@
 
 #include "core/cm_protocol.h"
 #include "daemon/cm_service.h"
+#include "wire/cm_mad.h"
 
 using namespace uroce;
 using cmproto::Msg;
@@ -90,10 +96,57 @@ void put_addr(uint8_t sel, uint8_t* out) {
 }
 
 struct Harness {
-  daemon::CmService cm{[](int, bool) {}};
+  daemon::CmService cm{daemon::CmService::Hooks{
+      .want_write = [](int, bool) {},
+      .send_mad =
+          [this](const link::IpAddr&, const link::IpAddr&, std::span<const uint8_t> mad) {
+            if (mad.size() == sizeof(last)) memcpy(last, mad.data(), sizeof(last));
+            return true;
+          },
+      .node_guid = [](const link::IpAddr&) { return uint64_t(1); },
+  }};
   int ours[kConns] = {-1, -1, -1, -1};    // uroced's end
   int theirs[kConns] = {-1, -1, -1, -1};  // the client's end
   uint64_t now = 1'000'000'000;
+  uint8_t last[wire::cm::kMadSize] = {};  // the MAD uroced sent last
+
+  /// A MAD from another host, made from the last one sent.
+  void from_wire(Input& in) {
+    namespace wcm = wire::cm;
+    static const uint16_t kAttrs[] = {0x10, 0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18};
+    uint8_t mad[wcm::kMadSize] = {};
+    mad[0] = wcm::kBaseVersion;
+    mad[1] = wcm::kClassCm;
+    mad[2] = wcm::kCmClassVersion;
+    mad[3] = wcm::kMethodSend;
+    memcpy(mad + 8, last + 8, 8);  // the transaction
+    const uint16_t attr = kAttrs[in.byte() % 9];
+    mad[16] = uint8_t(attr >> 8);
+    mad[17] = uint8_t(attr);
+    uint8_t* body = mad + wcm::kMadHeaderSize;
+    const uint8_t* sent = last + wcm::kMadHeaderSize;
+    body[0] = 0x5e;  // our comm ID, then theirs
+    body[1] = in.byte();
+    memcpy(body + 4, sent, 4);
+    if (attr == 0x10 || attr == 0x17) {
+      // A request to port 7000 of 127.0.0.1 from 192.0.2.77 (its RDMA CM header).
+      const bool sidr = attr == 0x17;
+      const uint64_t sid = wcm::service_id(sidr ? uint16_t(cmproto::kPsUdp) : 0x0106, 7000);
+      for (int i = 0; i < 8; ++i) body[8 + i] = uint8_t(sid >> (56 - 8 * i));
+      wcm::CmaHeader h;
+      h.port = 40000;
+      const uint8_t src[4] = {192, 0, 2, 77}, dst[4] = {127, 0, 0, 1};
+      memcpy(h.src + 12, src, 4);
+      memcpy(h.dst + 12, dst, 4);
+      wcm::encode(h,
+                  std::span<uint8_t, wcm::CmaHeader::kSize>(body + (sidr ? 16 : 140), wcm::CmaHeader::kSize));
+    }
+    for (int n = in.byte() % 8; n > 0; --n) {
+      const uint8_t off = in.byte();
+      mad[off] = in.byte();
+    }
+    cm.on_mad(mad, link::IpAddr::v4(htonl(0xC000024D)), link::IpAddr::v4(htonl(0xC0000201)), now);
+  }
 
   void open(int c) {
     if (ours[c] >= 0) return;
@@ -135,7 +188,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   while (in.n > 0) {
     const uint8_t action = in.byte();
     const int c = in.byte() % kConns;
-    switch (action % 6) {
+    switch (action % 7) {
       case 0: {
         if (h.ours[c] < 0) break;
         Msg m{};
@@ -174,6 +227,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       case 5:
         h.now += uint64_t(in.byte()) * 1'000'000;
         h.cm.expire(h.now);
+        break;
+      case 6:
+        h.from_wire(in);
         break;
     }
     h.drops();

@@ -16,6 +16,11 @@
 #               hook only (run when named).
 #   qp4_*       perftest bandwidth over 4 QPs (-q 4: write, read)
 #   bidir_*     perftest bandwidth both ways at once (-b: send, write)
+#   cm_*        connections through the RDMA CM, the IBTA CM's MADs on QP1
+#               between uroced and rxe's kernel CM: rping, ucmatose (2
+#               connections), udaddy (SIDR), ib_send_bw -R; run when named
+#               only: the handshake passes both ways, the first SEND after it
+#               does not yet (issue 16's note)
 #   mcast       UD multicast (ibv_attach_mcast, group 239.7.7.7):
 #               rxe_mcast_peer (tests/interop/tests.cmake) in the guest on
 #               rxe and on the host on uroce, 20 datagrams checked by the
@@ -58,17 +63,23 @@ out=$RXEQ_CACHE/uroce-cases
 mkdir -p "$out"
 
 # Any other loss_{out,in}_, qp4_ or bidir_ + a perftest tool's suffix
-# (e.g. qp4_send_bw) runs too when named.
+# (e.g. qp4_send_bw), and the cm_ cases, run too when named.
 all="loss_send_lat loss_write_bw loss_read_bw qp4_write_bw qp4_read_bw bidir_send_bw bidir_write_bw mcast"
 # shellcheck disable=SC2086 # a list of words
 (($#)) || set -- $all
 
-# case_def CASE DEV GIDX: sets prog (the perftest command, no peer address)
-# and hook (output, input, both, or empty: where nftables drops).
+# case_def CASE DEV GIDX: sets prog (the server's command), cprog (the
+# client's, to which the server's address is appended) and hook (output,
+# input, both, or empty: where nftables drops).
 case_def() {
-  local c=$1 d=$2 g=$3 tool
+  local c=$1 d=$2 g=$3 tool own=10.77.0.1
+  [[ $d == rxe0 ]] && own=10.77.0.2
   hook=
   case $c in
+    cm_rping) prog="rping -s -a $own -C 10 -v" cprog="rping -c -C 10 -v -a"; return 0 ;;
+    cm_ucmatose) prog="ucmatose -c 2 -C 10" cprog="ucmatose -c 2 -C 10 -s"; return 0 ;;
+    cm_udaddy) prog="udaddy" cprog="udaddy -s"; return 0 ;;
+    cm_send_bw) prog="ib_send_bw -R -d $d -s 4096 -n 200" cprog=$prog; return 0 ;;
     loss_out_*) hook=output tool=${c#loss_out_} ;;
     loss_in_*) hook=input tool=${c#loss_in_} ;;
     loss_*) hook="output input" tool=${c#loss_} ;;
@@ -81,6 +92,7 @@ case_def() {
     *_bw*) prog="ib_$tool -d $d -x $g -s 65536 -n 50" ;;
     *) return 1 ;;
   esac
+  cprog=$prog
 }
 
 pids=()
@@ -129,7 +141,8 @@ dropped() {  # "N" or, with two hooks, "N+M" (in the order set_loss got them)
     sed -n 's/.*counter packets \([0-9]*\).*/\1/p' | paste -sd+
 }
 
-# run_pair DIR: perftest server and client ($hprog on uroce, $gprog on rxe).
+# run_pair DIR: server and client ($hprog and $hcprog on uroce, $gprog and
+# $gcprog on rxe).
 # shellcheck disable=SC2086 # $hprog is a command line
 run_pair() {
   local hp gp try
@@ -137,7 +150,7 @@ run_pair() {
     host timeout 120 $hprog >"$hlog" 2>&1 &
     hp=$!
     pids+=("$hp")
-    guest "$glog" 150 "sleep 1; timeout 90 $gprog 10.77.0.1"
+    guest "$glog" 150 "sleep 1; timeout 90 $gcprog 10.77.0.1"
     grc=$?
     wait "$hp"
     hrc=$?
@@ -145,14 +158,22 @@ run_pair() {
     guest "$glog" 150 "timeout 100 $gprog" &
     gp=$!
     pids+=("$gp")
-    # perftest's server says so just before it listens; a client that
-    # still comes too early (a slow guest) is refused, and tries again.
-    wait_log "$glog" 'Waiting for client to connect' 90
+    # perftest's server says so just before it listens (the CM programs
+    # say nothing: the guest's command has begun, and a moment more); a
+    # client that still comes too early (a slow guest) is refused, and
+    # tries again.
+    if [[ $gprog == ib_* ]]; then
+      wait_log "$glog" 'Waiting for client to connect' 90
+    else
+      wait_log "$glog" 'RXEQ CMD BEGIN' 90
+      sleep 2
+    fi
     for try in 1 2 3 4 5; do
       sleep 1
-      host timeout 90 $hprog 10.77.0.2 >"$hlog" 2>&1
+      host timeout 90 $hcprog 10.77.0.2 >"$hlog" 2>&1
       hrc=$?
-      if ((hrc == 0 || try == 5)) || ! grep -q "Couldn't connect to" "$hlog"; then break; fi
+      ((hrc == 0 || try == 5)) && break
+      [[ $hprog == ib_* ]] && ! grep -q "Couldn't connect to" "$hlog" && break
     done
     wait "$gp"
     grc=$?
@@ -213,15 +234,15 @@ evidence() {
 pass=0
 fail=0
 run_case() {  # run_case CASE DIR
-  local c=$1 dir=$2 tag pcap tp hprog gprog hlog glog grc hrc n drops chk i ok=1
+  local c=$1 dir=$2 tag pcap tp hprog gprog hcprog gcprog hlog glog grc hrc n drops chk i ok=1
   tag=$c-$dir
   pcap=$out/$tag.pcap hlog=$out/$tag-host.log glog=$out/$tag-guest.log
   if [[ $c != mcast ]]; then
     case_def "$c" uroce_br0 1 || { echo "FAIL $c $dir: unknown case"; fail=$((fail + 1)); return; }
-    hprog=$prog
+    hprog=$prog hcprog=$cprog
     # shellcheck disable=SC2016 # the guest's shell expands it
     case_def "$c" rxe0 '$GIDX'
-    gprog=$prog
+    gprog=$prog gcprog=$cprog
   fi
   rm -f "$pcap" "$pcap.check" "$hlog" "$glog"
   ip netns exec "$ns" timeout 300 tcpdump -Z root -i br0 -U -s 0 -w "$pcap" 'udp port 4791' 2>/dev/null &

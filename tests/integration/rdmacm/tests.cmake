@@ -62,6 +62,43 @@ uroce_cm_pair(perftest_send_lat_ud "ib_send_lat -R -c UD -n 1000" "ib_send_lat -
 uroce_cm_pair(perftest_write_bw_qp4 "ib_write_bw -R -q 4 -n 1000" "ib_write_bw -R -q 4 -n 1000 127.0.0.1" "BW average")
 uroce_cm_pair(perftest_read_bw "ib_read_bw -R -n 1000" "ib_read_bw -R -n 1000 127.0.0.1" "BW average")
 
+# The same programs between two "hosts" (two network namespaces on a veth,
+# each with its own uroced: ../netns/with_netns.sh): the CM's messages are
+# MADs to QP1 on the wire (docs/cm.md). Every capture (both processes' and
+# the veth's, which alone holds the CM's MADs) through roce_check.py and
+# tshark. UROCE_CM_RESPONSE_TIMEOUT=16: a REQ that reaches the server's host
+# before its uroced runs is sent again after 0.8 s, not 4.8 s.
+# NO_CAPTURE first: a program that only connects (cmtime) leaves the
+# processes' captures empty, which with_netns.sh counts as a failure.
+function(uroce_cm_netns_pair name)
+  set(args ${ARGN})
+  set(capture --capture)
+  if(ARGV1 STREQUAL "NO_CAPTURE")
+    list(REMOVE_AT args 0)
+    set(capture)
+  endif()
+  add_test(NAME netns_cm_${name}
+           COMMAND bash ${PROJECT_SOURCE_DIR}/tests/integration/netns/with_netns.sh ${capture} --
+                   bash ${CMAKE_CURRENT_LIST_DIR}/run_cm_pair.sh ${args})
+  set_tests_properties(netns_cm_${name} PROPERTIES
+    LABELS "integration;debian;netns" TIMEOUT 120 SKIP_RETURN_CODE 77
+    ENVIRONMENT "${UROCE_TEST_ENV_COMMON};UROCE_DAEMON_NAME=ctest-netns_cm_${name};LD_LIBRARY_PATH=$<TARGET_FILE_DIR:ibverbs>;UROCE_CM_RESPONSE_TIMEOUT=16")
+endfunction()
+set(S 10.77.0.1)
+uroce_cm_netns_pair(rping "rping -s -a ${S} -C 50 -v" "rping -c -a ${S} -C 50 -v" "ping data: rdma-ping-49")
+uroce_cm_netns_pair(rping_ipv6 "rping -s -a fd77::1 -C 10 -v" "rping -c -a fd77::1 -C 10 -v" "ping data: rdma-ping-9")
+uroce_cm_netns_pair(rping_q "rping -s -a ${S} -C 20 -q" "rping -c -a ${S} -C 20 -q")
+uroce_cm_netns_pair(ucmatose "ucmatose -c 4 -C 20" "ucmatose -c 4 -C 20 -s ${S}" "data transfers complete")
+uroce_cm_netns_pair(udaddy "udaddy" "udaddy -s ${S}" "data transfers complete")
+uroce_cm_netns_pair(rdma_server "rdma_server" "rdma_client -s ${S}" "rdma_client: end 0")
+uroce_cm_netns_pair(rdma_xserver "rdma_xserver" "rdma_xclient -s ${S}" "rdma_xclient: end 0")
+uroce_cm_netns_pair(cmtime NO_CAPTURE --server-stays "cmtime -b ${S}" "cmtime -s ${S} -c 100" "destroy +:")
+uroce_cm_netns_pair(perftest_send_bw "ib_send_bw -R -s 4096 -n 200" "ib_send_bw -R -s 4096 -n 200 ${S}" "BW average")
+uroce_cm_netns_pair(perftest_send_lat "ib_send_lat -R -n 200" "ib_send_lat -R -n 200 ${S}" "t_avg")
+uroce_cm_netns_pair(perftest_write_lat "ib_write_lat -R -n 200" "ib_write_lat -R -n 200 ${S}" "t_avg")
+uroce_cm_netns_pair(perftest_read_bw "ib_read_bw -R -s 4096 -n 200" "ib_read_bw -R -s 4096 -n 200 ${S}" "BW average")
+uroce_cm_netns_pair(perftest_send_lat_ud "ib_send_lat -R -c UD -n 200" "ib_send_lat -R -c UD -n 200 ${S}" "t_avg")
+
 # UCX 1.13's io_demo connecting through the CM (UCX_SOCKADDR_TLS_PRIORITY=rdmacm:
 # no fallback to its TCP sockaddr transport), over uroce_lo's /dev/infiniband
 # entry in a private /dev (../ucx/private_dev.sh).
