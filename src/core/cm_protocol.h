@@ -50,10 +50,15 @@ constexpr uint32_t kPsUdp = 0x0111;
 constexpr int kRejTimeout = 1;
 constexpr int kRejInvalidServiceId = 8;
 constexpr int kRejConsumer = 28;
+/// SIDR REP status (IBA 12.11.2): a refused SIDR REQ is UNREACHABLE with it.
+constexpr int kSidrNoService = 1;
+constexpr int kSidrRejected = 2;
 
 /// What a connecting side says about its QP (the fields of a REQ or REP).
 struct Conn {
   uint32_t qpn;
+  // The first PSN the sender receives (a REQ's or REP's Starting PSN, as
+  // the kernel's CM reads it: the receiver's send queue starts there).
   uint32_t psn;
   uint8_t responder_resources;
   uint8_t initiator_depth;

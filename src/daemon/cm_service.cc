@@ -268,7 +268,7 @@ void CmService::expire(uint64_t now_ns) {
     if (id == ids_.end()) continue;
     id->second.state = State::kGone;
     if (datagram(id->second.ps)) {
-      event(h, cmproto::kEvUnreachable, -ECONNREFUSED);  // SIDR: "unsupported service"
+      event(h, cmproto::kEvUnreachable, cmproto::kSidrNoService);  // as the kernel reports a SIDR REP's status
     } else {
       event(h, cmproto::kEvRejected, cmproto::kRejInvalidServiceId);
     }
@@ -446,7 +446,7 @@ void CmService::on_message(int fd, const void* buf, size_t len, uint64_t now_ns)
       Msg rej = m;
       if (datagram(id.ps)) {
         // A SIDR reply that refuses: the kernel's CM reports it so.
-        event(ph, cmproto::kEvUnreachable, -ECONNREFUSED, &rej);
+        event(ph, cmproto::kEvUnreachable, cmproto::kSidrRejected, &rej);
       } else {
         event(ph, cmproto::kEvRejected, cmproto::kRejConsumer, &rej);
       }

@@ -36,8 +36,7 @@ constexpr uint8_t kMraServiceTimeout =
 constexpr uint8_t kTargetAckDelay = 15;
 constexpr uint32_t kUdpQkey = 0x01234567;  // what the kernel's CM gives UD QPs (RDMA_UDP_QKEY)
 
-// SIDR REP status (IBTA 12.11.2, Table 123).
-constexpr uint8_t kSidrOk = 0, kSidrNoService = 1, kSidrRejected = 2;
+constexpr uint8_t kSidrOk = 0;  // SIDR REP status (IBTA 12.11.2); the others in cm_protocol.h
 
 uint64_t timeout_ns(uint8_t exp) { return 4096ull << std::min<uint8_t>(exp, 31); }
 
@@ -355,7 +354,7 @@ void CmService::on_sidr_req(const cm::MadHeader& h, std::span<const uint8_t> mad
   if (lh == 0) {
     cm::SidrRep a;
     a.request_id = q.request_id;
-    a.status = kSidrNoService;
+    a.status = cmproto::kSidrNoService;
     a.service_id = q.service_id;
     MadBuf out{};
     cm::encode(header(h.tid, cm::Attr::kSidrRep), a, out);
@@ -425,7 +424,7 @@ void CmService::wire_reject(uint64_t handle, const Msg& m) {
   if (datagram(id.ps)) {
     cm::SidrRep a;
     a.request_id = r.remote_comm_id;
-    a.status = kSidrRejected;
+    a.status = cmproto::kSidrRejected;
     a.service_id = cm::service_id(uint16_t(id.ps), port_of(id.addr));
     memcpy(a.private_data, m.conn.private_data,
            std::min<size_t>(m.conn.private_data_len, cm::kSidrRepPrivate));
@@ -633,7 +632,7 @@ void CmService::on_mad(std::span<const uint8_t> mad, const link::IpAddr& from, c
       if (a.status == kSidrOk)
         event(handle, cmproto::kEvConnectResponse, 0, &e);
       else
-        event(handle, cmproto::kEvUnreachable, -ECONNREFUSED, &e);
+        event(handle, cmproto::kEvUnreachable, a.status, &e);  // the kernel reports the status so
       return;
     }
   }

@@ -32,9 +32,9 @@ bool copy_private(cmproto::Conn* c, const void* data, uint8_t len, uint8_t max) 
   return true;
 }
 
-/// Device limits and the port's MTU, and the first PSN, chosen once per id:
-/// a program may move its QP (rdma_init_qp_attr) before it calls
-/// rdma_accept, whose REP must then carry the PSN the QP got.
+/// Device limits and the port's MTU, and the first PSN this side receives,
+/// chosen once per id: a program may move its QP (rdma_init_qp_attr) before
+/// it calls rdma_accept, whose REP must then carry the PSN the QP got.
 void prepare_own(CmId* id) {
   if (id->own_ready) return;
   ibv_port_attr port{};
@@ -106,7 +106,10 @@ int qp_attr_for(CmId* id, ibv_qp_state state, ibv_qp_attr* a, int* mask) {
   if (state == IBV_QPS_RTR) {
     a->path_mtu = ibv_mtu(std::min(id->own.mtu, id->remote.mtu));
     a->dest_qp_num = id->remote.qpn;
-    a->rq_psn = id->remote.psn;
+    // Each side names the PSN it will receive, and sends with the one the
+    // other side named: the kernel's CM reads a REQ's or REP's Starting
+    // PSN so (the receiver's sq_psn, the sender's rq_psn), and so do we.
+    a->rq_psn = id->own.psn;
     a->max_dest_rd_atomic = id->own.responder_resources;
     a->min_rnr_timer = 12;  // 0.64 ms
     a->qp_access_flags =
@@ -125,7 +128,7 @@ int qp_attr_for(CmId* id, ibv_qp_state state, ibv_qp_attr* a, int* mask) {
     return 0;
   }
   if (state == IBV_QPS_RTS) {
-    a->sq_psn = id->own.psn;
+    a->sq_psn = id->remote.psn;
     a->timeout = kAckTimeout;
     // The connecting side's retry count (in its REQ) holds for both QPs; the
     // RNR retry count each side uses is the one the other side sent (REQ,

@@ -98,6 +98,14 @@ uroce_cm_netns_pair(perftest_send_lat "ib_send_lat -R -n 200" "ib_send_lat -R -n
 uroce_cm_netns_pair(perftest_write_lat "ib_write_lat -R -n 200" "ib_write_lat -R -n 200 ${S}" "t_avg")
 uroce_cm_netns_pair(perftest_read_bw "ib_read_bw -R -s 4096 -n 200" "ib_read_bw -R -s 4096 -n 200 ${S}" "BW average")
 uroce_cm_netns_pair(perftest_send_lat_ud "ib_send_lat -R -c UD -n 200" "ib_send_lat -R -c UD -n 200 ${S}" "t_avg")
+# The errors between hosts: no listener (REJ 8), no host (UNREACHABLE after
+# the retries), the server's process killed (DISCONNECTED): wire_errors.sh.
+add_test(NAME netns_cm_errors
+         COMMAND bash ${PROJECT_SOURCE_DIR}/tests/integration/netns/with_netns.sh --
+                 bash ${CMAKE_CURRENT_LIST_DIR}/wire_errors.sh)
+set_tests_properties(netns_cm_errors PROPERTIES
+  LABELS "integration;debian;netns;fault" TIMEOUT 120 SKIP_RETURN_CODE 77
+  ENVIRONMENT "${UROCE_TEST_ENV_COMMON};UROCE_DAEMON_NAME=ctest-netns_cm_errors;LD_LIBRARY_PATH=$<TARGET_FILE_DIR:ibverbs>;UROCE_CM_RESPONSE_TIMEOUT=16")
 
 # UCX 1.13's io_demo connecting through the CM (UCX_SOCKADDR_TLS_PRIORITY=rdmacm:
 # no fallback to its TCP sockaddr transport), over uroce_lo's /dev/infiniband

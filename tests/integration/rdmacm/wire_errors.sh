@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# The CM's errors between two hosts (run by ../netns/with_netns.sh, which
+# sets UROCE_NETNS_SERVER, UROCE_NETNS_CLIENT and UROCE_SERVER_ADDR), each
+# seen by an unmodified rping:
+#   1. nothing listens on the server's host: its uroced answers the REQ with
+#      a REJ, reason 8 (invalid service ID), as a kernel's CM does;
+#   2. no host has the address (10.77.0.99 on the veth's subnet): no answer
+#      to the REQ, sent again UROCE_CM_RETRIES times, then UNREACHABLE with
+#      -ETIMEDOUT (-110);
+#   3. the server's process is killed while connected: its uroced ends the
+#      connection for it (DREQ), and the client sees DISCONNECTED.
+# Exit: 0 when all three behave so, 1 otherwise.
+set -u
+# shellcheck source=../proc_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../proc_lib.sh"
+command -v rping >/dev/null 2>&1 || { echo "SKIP: rping not installed (rdmacm-utils)"; exit 77; }
+scratch cm-wire-errors
+addr=${UROCE_SERVER_ADDR:?run by with_netns.sh}
+rc=0
+check() {  # check NAME FILE REGEX
+  if grep -Eq "$3" "$2"; then
+    echo "PASS: $1"
+  else
+    echo "FAIL: $1: no /$3/ in:"
+    sed 's/^/  /' "$2"
+    rc=1
+  fi
+}
+
+# 1. No listener, with the server host's uroced running (a host whose
+# uroced is not running answers nothing: case 2).
+"${in_server[@]}" env UROCED_IDLE_MS=3000 "${UROCE_UROCED:?set by CTest}" &
+daemon=$!
+sleep 0.5
+"${in_client[@]}" timeout 30 rping -c -a "$addr" -C 1 >"$work/1.out" 2>&1
+wait "$daemon"
+check "no listener: REJECTED with reason 8" "$work/1.out" 'RDMA_CM_EVENT_REJECTED, error 8'
+
+# 2. No host: three tries 16 ms + 0.54 s apart.
+"${in_client[@]}" env UROCE_CM_RESPONSE_TIMEOUT=12 UROCE_CM_RETRIES=2 UROCE_DAEMON_NAME="${UROCE_DAEMON_NAME:-x}-2" \
+  timeout 30 rping -c -a 10.77.0.99 -C 1 >"$work/2.out" 2>&1
+check "no host: UNREACHABLE -ETIMEDOUT" "$work/2.out" 'RDMA_CM_EVENT_UNREACHABLE, error -110'
+
+# 3. The server's process dies while connected (rping -C 0: pings forever;
+# no `timeout` around it: its SIGKILL must reach rping itself).
+"${in_server[@]}" rping -s -a "$addr" -C 0 >"$work/3s.out" 2>&1 &
+server=$!
+client_rc=
+for _ in 1 2 3 4 5; do
+  "${in_client[@]}" timeout 30 rping -c -a "$addr" -C 0 -v >"$work/3.out" 2>&1 &
+  client=$!
+  sleep 1
+  if grep -q 'ping data' "$work/3.out"; then break; fi
+  wait "$client"  # refused: the server was not listening yet
+done
+kill -KILL "$server" 2>/dev/null
+wait "$server" 2>/dev/null
+wait "$client"
+client_rc=$?
+check "peer killed: the client sees DISCONNECTED" "$work/3.out" 'DISCONNECT EVENT'
+((client_rc != 124)) || { echo "FAIL: the client still ran after 30 s"; rc=1; }
+exit "$rc"
