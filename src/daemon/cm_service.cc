@@ -21,7 +21,6 @@ using cmproto::Op;
 
 constexpr size_t kMaxQueued = 16384;  // events waiting for a slow reader, then it is dropped
 constexpr size_t kMaxIdsPerConn = 65536;
-constexpr uint64_t kNoListenerWaitNs = 50 * 1000 * 1000;
 
 // Addresses are kept as the bytes of a sockaddr_in or sockaddr_in6, not
 // aligned for either: read and written through copies.
@@ -252,11 +251,13 @@ void CmService::connect(int fd, const Msg& m, uint64_t now_ns) {
 uint64_t CmService::next_deadline_ns() const {
   uint64_t next = timers_.empty() ? UINT64_MAX : timers_.begin()->first;
   for (const Pending& p : pending_) next = std::min(next, p.deadline_ns);
+  for (const WirePending& p : wire_pending_) next = std::min(next, p.deadline_ns);
   return next;
 }
 
 void CmService::expire(uint64_t now_ns) {
   wire_expire(now_ns);
+  retry_wire_pending(now_ns, true);
   for (auto it = pending_.begin(); it != pending_.end();) {
     if (it->deadline_ns > now_ns) {
       ++it;
@@ -268,7 +269,8 @@ void CmService::expire(uint64_t now_ns) {
     if (id == ids_.end()) continue;
     id->second.state = State::kGone;
     if (datagram(id->second.ps)) {
-      event(h, cmproto::kEvUnreachable, cmproto::kSidrNoService);  // as the kernel reports a SIDR REP's status
+      event(h, cmproto::kEvUnreachable,
+            cmproto::kSidrNoService);  // as the kernel reports a SIDR REP's status
     } else {
       event(h, cmproto::kEvRejected, cmproto::kRejInvalidServiceId);
     }
@@ -389,6 +391,7 @@ void CmService::on_message(int fd, const void* buf, size_t len, uint64_t now_ns)
       // Requests that came before the listener.
       for (auto p = pending_.begin(); p != pending_.end();)
         p = deliver(p->req) ? pending_.erase(p) : std::next(p);
+      retry_wire_pending(now_ns, false);
       break;
     case Op::kConnect:
       if (!id.bound || id.state != State::kBound) {

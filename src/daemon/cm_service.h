@@ -70,7 +70,7 @@ class CmService {
   /// When expire() has something to do next (UINT64_MAX: nothing).
   uint64_t next_deadline_ns() const;
   /// Whether requests wait for a listener.
-  bool waiting() const { return !pending_.empty(); }
+  bool waiting() const { return !pending_.empty() || !wire_pending_.empty(); }
   /// `fd` can take more: sends what waited.
   void on_writable(int fd);
   /// The clients to drop now (a malformed message, a socket that failed or
@@ -153,10 +153,17 @@ class CmService {
   /// (`retries` more sends, `timeout` as an exponent) or none.
   void wire_send(uint64_t handle, const std::array<uint8_t, wire::cm::kMadSize>& mad, uint64_t now_ns,
                  bool timer, uint8_t timeout);
+  /// A REQ or SIDR REQ; with no listener it waits until `wait_until_ns`
+  /// (in wire_pending_) in case one comes, then is refused.
   void on_req(const wire::cm::MadHeader& h, std::span<const uint8_t> mad, const link::IpAddr& from,
-              const link::IpAddr& to, uint64_t now_ns);
+              const link::IpAddr& to, uint64_t now_ns, uint64_t wait_until_ns);
   void on_sidr_req(const wire::cm::MadHeader& h, std::span<const uint8_t> mad, const link::IpAddr& from,
-                   const link::IpAddr& to);
+                   const link::IpAddr& to, uint64_t now_ns, uint64_t wait_until_ns);
+  /// Whether a request from `from` with this comm ID (request ID) waits already.
+  bool wire_waiting(const link::IpAddr& from, uint32_t comm) const;
+  /// Hands the waiting requests on again (a listener came: `expired`
+  /// false; their time is up: true, and those still without one are refused).
+  void retry_wire_pending(uint64_t now_ns, bool expired);
   /// The id of this host with local comm ID `comm`, whose peer is `from`
   /// (nullptr: none).
   Id* by_comm(uint32_t comm, const link::IpAddr& from, uint64_t* handle);
@@ -171,6 +178,9 @@ class CmService {
   std::map<std::pair<std::array<uint8_t, 16>, uint32_t>, uint64_t> by_request_;
   std::multimap<uint64_t, uint64_t> timers_;  // deadline -> id (stale ones skipped)
   uint64_t mads_dropped_ = 0;
+  /// How long a connect request waits for its listener before it is refused
+  /// (connect() says why).
+  static constexpr uint64_t kNoListenerWaitNs = 50 * 1000 * 1000;
   std::map<int, Conn> conns_;
   std::map<uint64_t, Id> ids_;
   uint64_t next_handle_ = 1;
@@ -180,6 +190,13 @@ class CmService {
     uint64_t deadline_ns;
   };
   std::list<Pending> pending_;  // connect requests that came before their listener
+  struct WirePending {
+    std::array<uint8_t, wire::cm::kMadSize> mad;
+    link::IpAddr from, to;
+    uint32_t comm;  // its comm ID or request ID
+    uint64_t deadline_ns;
+  };
+  std::list<WirePending> wire_pending_;  // the same from the wire
 };
 
 }  // namespace uroce::daemon

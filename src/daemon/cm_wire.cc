@@ -17,6 +17,7 @@
 #include <netinet/in.h>
 #include <sys/random.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -245,8 +246,32 @@ uint64_t CmService::add_requested(uint64_t listener, std::unique_ptr<Remote> rem
   return h;
 }
 
+bool CmService::wire_waiting(const link::IpAddr& from, uint32_t comm) const {
+  for (const WirePending& p : wire_pending_)
+    if (p.comm == comm && p.from == from) return true;
+  return false;
+}
+
+void CmService::retry_wire_pending(uint64_t now_ns, bool expired) {
+  std::list<WirePending> all;
+  all.swap(wire_pending_);
+  for (const WirePending& p : all) {
+    if (expired && p.deadline_ns > now_ns) {
+      wire_pending_.push_back(p);
+      continue;
+    }
+    cm::MadHeader h;
+    (void)cm::decode_header(p.mad, &h);  // it decoded when it came
+    const uint64_t until = expired ? 0 : p.deadline_ns;
+    if (cm::Attr(h.attr_id) == cm::Attr::kReq)
+      on_req(h, p.mad, p.from, p.to, now_ns, until);
+    else
+      on_sidr_req(h, p.mad, p.from, p.to, now_ns, until);
+  }
+}
+
 void CmService::on_req(const cm::MadHeader& h, std::span<const uint8_t> mad, const link::IpAddr& from,
-                       const link::IpAddr& to, uint64_t now_ns) {
+                       const link::IpAddr& to, uint64_t now_ns, uint64_t wait_until_ns) {
   cm::Req q;
   cm::CmaHeader ch;
   if (!cm::decode(mad, &q) ||
@@ -287,6 +312,13 @@ void CmService::on_req(const cm::MadHeader& h, std::span<const uint8_t> mad, con
   to_sockaddr(dst, port, dst_sa);
   to_sockaddr(src, ch.port, src_sa);
   const uint64_t lh = (q.service_id >> 32) == 0 && !datagram(ps) ? find_listener(ps, dst_sa) : 0;
+  if (lh == 0 && now_ns < wait_until_ns) {
+    // As a request between processes of this host waits (connect()).
+    if (wire_waiting(from, q.local_comm_id)) return;  // a duplicate
+    wire_pending_.push_back(WirePending{{}, from, to, q.local_comm_id, wait_until_ns});
+    std::copy(mad.begin(), mad.begin() + cm::kMadSize, wire_pending_.back().mad.begin());
+    return;
+  }
   if (lh == 0) {
     UROCE_INFO("uroced cm: REQ from %s for service %#llx at %s: no listener (REJ 8)",
                link::to_string(from).c_str(), (unsigned long long)q.service_id, link::to_string(dst).c_str());
@@ -329,12 +361,11 @@ void CmService::on_req(const cm::MadHeader& h, std::span<const uint8_t> mad, con
   c.mtu = q.path_mtu;
   c.private_data_len = cm::kReqPrivate - cm::CmaHeader::kSize;
   memcpy(c.private_data, q.private_data + cm::CmaHeader::kSize, c.private_data_len);
-  (void)now_ns;
   event(sh, cmproto::kEvConnectRequest, 0, &req);
 }
 
 void CmService::on_sidr_req(const cm::MadHeader& h, std::span<const uint8_t> mad, const link::IpAddr& from,
-                            const link::IpAddr& to) {
+                            const link::IpAddr& to, uint64_t now_ns, uint64_t wait_until_ns) {
   cm::SidrReq q;
   cm::CmaHeader ch;
   if (!cm::decode(mad, &q) ||
@@ -351,6 +382,12 @@ void CmService::on_sidr_req(const cm::MadHeader& h, std::span<const uint8_t> mad
   to_sockaddr(dst, port, dst_sa);
   to_sockaddr(src, ch.port, src_sa);
   const uint64_t lh = (q.service_id >> 32) == 0 && datagram(ps) ? find_listener(ps, dst_sa) : 0;
+  if (lh == 0 && now_ns < wait_until_ns) {
+    if (wire_waiting(from, q.request_id)) return;  // a duplicate
+    wire_pending_.push_back(WirePending{{}, from, to, q.request_id, wait_until_ns});
+    std::copy(mad.begin(), mad.begin() + cm::kMadSize, wire_pending_.back().mad.begin());
+    return;
+  }
   if (lh == 0) {
     cm::SidrRep a;
     a.request_id = q.request_id;
@@ -532,10 +569,10 @@ void CmService::on_mad(std::span<const uint8_t> mad, const link::IpAddr& from, c
   MadBuf out{};
   switch (cm::Attr(h.attr_id)) {
     case cm::Attr::kReq:
-      on_req(h, mad, from, to, now_ns);
+      on_req(h, mad, from, to, now_ns, now_ns + kNoListenerWaitNs);
       return;
     case cm::Attr::kSidrReq:
-      on_sidr_req(h, mad, from, to);
+      on_sidr_req(h, mad, from, to, now_ns, now_ns + kNoListenerWaitNs);
       return;
     case cm::Attr::kRep: {
       cm::Rep a;

@@ -93,11 +93,11 @@ uroce_cm_netns_pair(udaddy "udaddy" "udaddy -s ${S}" "data transfers complete")
 uroce_cm_netns_pair(rdma_server "rdma_server" "rdma_client -s ${S}" "rdma_client: end 0")
 uroce_cm_netns_pair(rdma_xserver "rdma_xserver" "rdma_xclient -s ${S}" "rdma_xclient: end 0")
 uroce_cm_netns_pair(cmtime NO_CAPTURE --server-stays "cmtime -b ${S}" "cmtime -s ${S} -c 100" "destroy +:")
-uroce_cm_netns_pair(perftest_send_bw "ib_send_bw -R -s 4096 -n 200" "ib_send_bw -R -s 4096 -n 200 ${S}" "BW average")
-uroce_cm_netns_pair(perftest_send_lat "ib_send_lat -R -n 200" "ib_send_lat -R -n 200 ${S}" "t_avg")
-uroce_cm_netns_pair(perftest_write_lat "ib_write_lat -R -n 200" "ib_write_lat -R -n 200 ${S}" "t_avg")
-uroce_cm_netns_pair(perftest_read_bw "ib_read_bw -R -s 4096 -n 200" "ib_read_bw -R -s 4096 -n 200 ${S}" "BW average")
-uroce_cm_netns_pair(perftest_send_lat_ud "ib_send_lat -R -c UD -n 200" "ib_send_lat -R -c UD -n 200 ${S}" "t_avg")
+uroce_cm_netns_pair(perftest_send_bw --wait-server "Waiting for client" "ib_send_bw -R -s 4096 -n 200" "ib_send_bw -R -s 4096 -n 200 ${S}" "BW average")
+uroce_cm_netns_pair(perftest_send_lat --wait-server "Waiting for client" "ib_send_lat -R -n 200" "ib_send_lat -R -n 200 ${S}" "t_avg")
+uroce_cm_netns_pair(perftest_write_lat --wait-server "Waiting for client" "ib_write_lat -R -n 200" "ib_write_lat -R -n 200 ${S}" "t_avg")
+uroce_cm_netns_pair(perftest_read_bw --wait-server "Waiting for client" "ib_read_bw -R -s 4096 -n 200" "ib_read_bw -R -s 4096 -n 200 ${S}" "BW average")
+uroce_cm_netns_pair(perftest_send_lat_ud --wait-server "Waiting for client" "ib_send_lat -R -c UD -n 200" "ib_send_lat -R -c UD -n 200 ${S}" "t_avg")
 # The errors between hosts: no listener (REJ 8), no host (UNREACHABLE after
 # the retries), the server's process killed (DISCONNECTED): wire_errors.sh.
 add_test(NAME netns_cm_errors
