@@ -101,10 +101,11 @@ class CmService {
     uint32_t local_comm_id = 0, remote_comm_id = 0;  // SIDR: request ID in local_comm_id
     uint64_t tid = 0;                                // the MAD transaction of the connection
     uint32_t remote_qpn = 0;
-    uint8_t mtu = 0;            // the REQ's path MTU
-    uint8_t peer_timeout = 20;  // how long the other side takes to answer (its CM response timeout)
-    uint8_t max_retries = 15;   // sends after the first
-    bool answered = false;      // connecting: the REP came
+    uint8_t mtu = 0;                 // the REQ's path MTU
+    uint8_t peer_timeout = 20;       // how long the other side takes to answer (its CM response timeout)
+    uint8_t max_retries = 15;        // sends after the first
+    bool answered = false;           // connecting: the REP came
+    uint64_t no_listener_until = 0;  // connecting: a REJ "invalid service ID" before this: try again
     std::array<uint8_t, wire::cm::kMadSize>
         last{};  // the last MAD sent (repeated on a timeout or a duplicate)
     bool has_last = false;
@@ -181,6 +182,10 @@ class CmService {
   /// How long a connect request waits for its listener before it is refused
   /// (connect() says why).
   static constexpr uint64_t kNoListenerWaitNs = 50 * 1000 * 1000;
+  /// The same for a request sent to another host that answers "nothing
+  /// listens" (REJ 8): sent again every kNoListenerRetryNs for this long.
+  static constexpr uint64_t kRemoteListenerWaitNs = 250 * 1000 * 1000;
+  static constexpr uint64_t kNoListenerRetryNs = 10 * 1000 * 1000;
   std::map<int, Conn> conns_;
   std::map<uint64_t, Id> ids_;
   uint64_t next_handle_ = 1;

@@ -181,6 +181,7 @@ void CmService::wire_connect(uint64_t handle, const Msg& m, uint64_t now_ns) {
   if (getrandom(&hi, sizeof(hi), 0) != sizeof(hi)) hi = 0;
   r->tid = uint64_t(hi) << 32 | r->local_comm_id;
   r->mtu = m.conn.mtu;
+  r->no_listener_until = now_ns + kRemoteListenerWaitNs;
   r->peer_timeout = timing_.response_timeout;
   r->max_retries = timing_.max_retries;
   const uint64_t guid = hooks_.node_guid(r->local);
@@ -615,6 +616,20 @@ void CmService::on_mad(std::span<const uint8_t> mad, const link::IpAddr& from, c
       cm::Rej a;
       if (!cm::decode(mad, &a) || !(id = by_comm(a.remote_comm_id, from, &handle))) break;
       if (id->state != State::kConnecting && id->state != State::kAccepted) return;
+      Remote& r = *id->remote;
+      if (id->state == State::kConnecting && !r.answered && a.reason == cmproto::kRejInvalidServiceId &&
+          now_ns < r.no_listener_until && r.has_last) {
+        // Nothing listens yet. Programs connect right after their server
+        // said it is ready on a channel of their own, before it listens
+        // (perftest's -R does so for its second connection); the kernel's
+        // CM on a slow host refuses them. As a request that reaches
+        // uroced before its listener waits (kNoListenerWaitNs), the REQ
+        // goes again for a while before the program is told.
+        r.deadline_ns = now_ns + kNoListenerRetryNs;
+        r.tries_left = std::max<uint32_t>(r.tries_left, 1);
+        timers_.emplace(r.deadline_ns, handle);
+        return;
+      }
       id->state = State::kGone;
       id->remote->deadline_ns = 0;
       Msg e{};

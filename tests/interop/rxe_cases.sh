@@ -18,9 +18,9 @@
 #   bidir_*     perftest bandwidth both ways at once (-b: send, write)
 #   cm_*        connections through the RDMA CM, the IBTA CM's MADs on QP1
 #               between uroced and rxe's kernel CM: rping, ucmatose (2
-#               connections), udaddy (SIDR), ib_send_bw -R; run when named
-#               only: the handshake passes both ways, the first SEND after it
-#               does not yet (issue 16's note)
+#               connections), udaddy (SIDR), ib_send_bw -R; the capture
+#               must also hold the CM's answer as tshark names it
+#               (ConnectReply, or ServiceIDResReqResp for SIDR)
 #   mcast       UD multicast (ibv_attach_mcast, group 239.7.7.7):
 #               rxe_mcast_peer (tests/interop/tests.cmake) in the guest on
 #               rxe and on the host on uroce, 20 datagrams checked by the
@@ -63,8 +63,9 @@ out=$RXEQ_CACHE/uroce-cases
 mkdir -p "$out"
 
 # Any other loss_{out,in}_, qp4_ or bidir_ + a perftest tool's suffix
-# (e.g. qp4_send_bw), and the cm_ cases, run too when named.
-all="loss_send_lat loss_write_bw loss_read_bw qp4_write_bw qp4_read_bw bidir_send_bw bidir_write_bw mcast"
+# (e.g. qp4_send_bw) runs too when named.
+all="loss_send_lat loss_write_bw loss_read_bw qp4_write_bw qp4_read_bw bidir_send_bw bidir_write_bw mcast
+  cm_rping cm_ucmatose cm_udaddy cm_send_bw"
 # shellcheck disable=SC2086 # a list of words
 (($#)) || set -- $all
 
@@ -268,6 +269,17 @@ run_case() {  # run_case CASE DIR
   else
     python3 "$checker" "$pcap" >"$pcap.check" 2>&1 || ok=0
     chk=$(evidence "$pcap.check")
+  fi
+  if [[ $c == cm_* ]]; then
+    # The CM's messages as Wireshark names them; the answer must be there.
+    local named
+    if command -v tshark >/dev/null 2>&1; then
+      named=$(tshark -r "$pcap" 2>/dev/null | grep -o 'CM: [A-Za-z]*' | sort | uniq -c | awk '{printf "%s%s %s", (NR > 1 ? ", " : ""), $1, $3}')
+      [[ $named == *ConnectReply* || $named == *ServiceIDResReqResp* ]] || ok=0
+      chk="$chk; tshark: ${named:-no CM message}"
+    else
+      chk="$chk; tshark step skipped: not installed"
+    fi
   fi
   ((grc == 0 && hrc == 0 && n > 0)) || ok=0
   local what="guest rc=$grc, host rc=$hrc, $n packets${hook:+, ${drops:-?} dropped on $hook}; $chk"

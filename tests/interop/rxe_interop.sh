@@ -4,7 +4,8 @@
 # through the harness ../shared/interop/rxe-qemu (its README.md):
 #   1. the harness's own 28 cases (test-uroce-rxe.sh: pingpongs and perftest,
 #      both directions);
-#   2. ours (rxe_cases.sh: RC through loss, 4 QPs, bidirectional, multicast).
+#   2. ours (rxe_cases.sh: RC through loss, 4 QPs, bidirectional, multicast,
+#      connections through the RDMA CM).
 # Skipped, with one line saying why (exit 77), when not root, without the
 # harness (../shared absent: a clone of the repository alone), or when the
 # guest does not boot (no qemu, no image).
