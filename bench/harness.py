@@ -677,8 +677,53 @@ def group_udp(b):
             b.fail("udp_pingpong", UDP_ACK, "lat", s, "us", f"rc={rc}")
 
 
+def parse_cmtime(text):
+    """-> {step: (total_ms, max_ms, min_us, us_per_conn)} from cmtime's table."""
+    rows = {}
+    for line in text.splitlines():
+        m = re.match(r"^(\w[\w ]*?)\s*:\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s*$", line)
+        if m:
+            rows[m.group(1).strip()] = tuple(float(m.group(i)) for i in range(2, 6))
+    return rows
+
+
+def group_cm(b):
+    """Connection set-up: rdmacm-utils' cmtime over uroce's librdmacm on uroce_lo (127.0.0.1),
+    beside TCP connects on 127.0.0.1 (bench/src/tcp_connect.c). cmtime connects all its ids
+    at once: its "connect" us/conn is a rate; with -c 1 its total is one connection's latency."""
+    n = b.it(1000)
+    for count, kind in ((n, "rate"), (1, "lat")):
+        port = b.next_port()
+        rc, text = b.run("cm", f"cmtime-{count}", ["cmtime", "-s", "127.0.0.1", "-p", str(port), "-c", str(count)],
+                         server=["cmtime", "-b", "127.0.0.1", "-p", str(port)], env=b.uroce_env, port=None,
+                         srv_grace=0.5)
+        rows = parse_cmtime(text)
+        if rc == 0 and "connect" in rows:
+            total_ms, _max_ms, _min_us, per = rows["connect"]
+            if kind == "rate":
+                b.record("cmtime", "uroce CM", "conn_rate", count, f"{1e6 / per / 1e3:.2f}", "kconn/s",
+                         extra=f"us_per_conn={per}")
+            else:
+                b.record("cmtime", "uroce CM", "conn_lat", 1, f"{total_ms * 1e3:.1f}", "us")
+        else:
+            b.fail("cmtime", "uroce CM", "conn_rate" if kind == "rate" else "conn_lat", count,
+                   "kconn/s" if kind == "rate" else "us", f"rc={rc}")
+    port = b.next_port()
+    t = os.path.join(b.bin, "tcp_connect")
+    rc, text = b.run("cm", "tcp_connect", [t, "client", str(port), str(n)], server=[t, "server", str(port), "3"],
+                     port=port, srv_grace=5)
+    rows = {r.get("mode"): r for r in parse_kv_lines(text, "tcp_connect")}
+    if rc == 0 and "parallel" in rows and "serial" in rows:
+        b.record("tcp_connect", "TCP", "conn_rate", n, f"{1e3 / float(rows['parallel']['us_per_conn']):.2f}",
+                 "kconn/s", extra=f"us_per_conn={rows['parallel']['us_per_conn']}")
+        b.record("tcp_connect", "TCP", "conn_lat", 1, rows["serial"]["us_per_conn"], "us",
+                 extra=f"min_us={rows['serial']['min_us']}")
+    else:
+        b.fail("tcp_connect", "TCP", "conn_rate", n, "kconn/s", f"rc={rc}")
+
+
 GROUPS = {"limits": group_limits, "uroce": group_uroce, "uroce_udp": group_uroce_udp, "ucx": group_ucx,
-          "fabric": group_fabric, "qperf": group_qperf, "udp": group_udp}
+          "fabric": group_fabric, "qperf": group_qperf, "udp": group_udp, "cm": group_cm}
 
 
 def main():
@@ -717,7 +762,7 @@ def main():
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
     try:
-        if "uroce" in groups or "uroce_udp" in groups:
+        if "uroce" in groups or "uroce_udp" in groups or "cm" in groups:
             b.start_daemon()
         for rep in range(1, a.reps + 1):
             b.rep = rep

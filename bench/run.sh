@@ -20,8 +20,9 @@
 #   -r N          passes (default 3); the table shows medians with [min-max]
 #   -o DIR        output directory (default bench/out/<timestamp>): raw.tsv, logs/,
 #                 bin/, table.md, latency.png, bandwidth.png
-#   -g GROUPS     comma list of limits,uroce,uroce_udp,ucx,fabric,qperf,udp (default: all;
-#                 uroce_udp: the same perftest tools over the network link, UROCE_LINK=udp)
+#   -g GROUPS     comma list of limits,uroce,uroce_udp,ucx,fabric,qperf,udp,cm (default: all;
+#                 uroce_udp: the same perftest tools over the network link, UROCE_LINK=udp;
+#                 cm: connection set-up, cmtime over uroce's librdmacm beside TCP connects)
 #   --quick       1 pass, 1/10 of the iterations; implies --no-results
 #   --no-results  leave bench/RESULTS.md and bench/plots/ alone
 #   --no-sweeps   skip the size sweeps (plots then show only the table's sizes)
@@ -76,8 +77,8 @@ if ((build)); then
   else
     timeout 600 cmake -S . -B build -G Ninja >"$out/logs/cmake.log"
   fi
-  # What perftest needs: the drop-in library and the daemon.
-  timeout 1800 cmake --build build --target ibverbs uroced >>"$out/logs/cmake.log" 2>&1 ||
+  # What perftest and cmtime need: the drop-in libraries and the daemon.
+  timeout 1800 cmake --build build --target ibverbs rdmacm uroced >>"$out/logs/cmake.log" 2>&1 ||
     { tail -30 "$out/logs/cmake.log" >&2; exit 1; }
 fi
 [[ -e build/lib/libibverbs.so.1 && -x build/bin/uroced ]] ||
@@ -86,7 +87,7 @@ fi
 # The library finds its daemon at ../bin/uroced, so the layout is kept.
 snap=$out/uroce
 mkdir -p "$snap/lib" "$snap/bin"
-cp -a build/lib/libibverbs.so* "$snap/lib/"
+cp -a build/lib/libibverbs.so* build/lib/librdmacm.so* "$snap/lib/"
 cp -a build/bin/uroced "$snap/bin/"
 [[ -s $snap/lib/libibverbs.so.1 && -x $snap/bin/uroced ]] ||
   { echo "run.sh: incomplete copy of build/ (being rebuilt?); run again" >&2; exit 1; }

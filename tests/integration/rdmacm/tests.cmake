@@ -92,6 +92,8 @@ uroce_cm_netns_pair(ucmatose "ucmatose -c 4 -C 20" "ucmatose -c 4 -C 20 -s ${S}"
 uroce_cm_netns_pair(udaddy "udaddy" "udaddy -s ${S}" "data transfers complete")
 uroce_cm_netns_pair(rdma_server "rdma_server" "rdma_client -s ${S}" "rdma_client: end 0")
 uroce_cm_netns_pair(rdma_xserver "rdma_xserver" "rdma_xclient -s ${S}" "rdma_xclient: end 0")
+# multicast: the receiver joins 239.1.1.1 on S, the sender on C sends to it
+uroce_cm_netns_pair(mckey --wait-server "receiving data transfers" "mckey -m 239.1.1.1 -b ${S}" "mckey -m 239.1.1.1 -b 10.77.0.2 -s" "data transfers complete")
 uroce_cm_netns_pair(cmtime NO_CAPTURE --server-stays "cmtime -b ${S}" "cmtime -s ${S} -c 100" "destroy +:")
 uroce_cm_netns_pair(perftest_send_bw --wait-server "Waiting for client" "ib_send_bw -R -s 4096 -n 200" "ib_send_bw -R -s 4096 -n 200 ${S}" "BW average")
 uroce_cm_netns_pair(perftest_send_lat --wait-server "Waiting for client" "ib_send_lat -R -n 200" "ib_send_lat -R -n 200 ${S}" "t_avg")
