@@ -273,8 +273,14 @@ UROCE_EXPORT int ibv_get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void**
   core::NotifyMsg m;
   for (;;) {
     ssize_t n = recv(channel->fd, &m, sizeof(m), 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return -1;  // EAGAIN with O_NONBLOCK, as the kernel's fd
+    // EAGAIN with O_NONBLOCK, as the kernel's fd; EINTR when a signal came,
+    // as rdma-core's read() returns it: programs end a blocked wait so
+    // (qperf's server child stops its test at its SIGALRM).
+    if (n < 0) return -1;
+    if (n == 0) {
+      errno = EIO;  // the channel was shut down: nothing will come
+      return -1;
+    }
     if (n == sizeof(m) && m.kind == core::kNotifyCq && live_has(reinterpret_cast<const UCq*>(m.handle)) &&
         reinterpret_cast<const UCq*>(m.handle)->ex.channel == channel)
       break;

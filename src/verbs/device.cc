@@ -418,8 +418,7 @@ UROCE_EXPORT int ibv_get_async_event(ibv_context* context, ibv_async_event* even
   core::NotifyMsg m;
   for (;;) {
     ssize_t n = recv(context->async_fd, &m, sizeof(m), 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return -1;
+    if (n < 0) return -1;  // EAGAIN, or EINTR: as rdma-core's read() of the kernel's fd
     if (n != sizeof(m) || m.kind != core::kNotifyAsync) continue;
     break;
   }

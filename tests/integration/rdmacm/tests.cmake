@@ -48,9 +48,10 @@ uroce_cm_pair(rdma_xserver "rdma_xserver" "rdma_xclient -s 127.0.0.1" "rdma_xcli
 uroce_cm_pair(udaddy "udaddy" "udaddy -s 127.0.0.1" "data transfers complete")
 uroce_cm_pair(mckey --wait-server "receiving data transfers" "mckey -m 239.1.1.1 -b 10.9.0.1" "mckey -m 239.1.1.1 -b 10.9.0.1 -s" "data transfers complete")
 uroce_cm_pair(cmtime --server-stays "cmtime" "cmtime -s 127.0.0.1 -c 100" "destroy +:")
-# qperf 0.4.11 with -cm1 connects through the CM, but then hangs in about half
-# of the runs here (the server's test child waits in ibv_get_cq_event while the
-# client waits for its results): not a test yet, see docs/cm.md.
+# qperf 0.4.11 with -cm1: its connections through the CM (its server never
+# exits by itself; its test child ends a test at SIGALRM, which must interrupt
+# ibv_get_cq_event with EINTR)
+uroce_cm_pair(qperf --server-stays "qperf -lp 19765" "qperf -lp 19765 -cm1 127.0.0.1 -t 1 rc_bw rc_lat" "latency +=")
 # libfabric 1.17's verbs provider (its connections go through the CM): fi_pingpong
 # over MSG endpoints, and over RDM ones of ofi_rxm on top
 uroce_cm_pair(libfabric_msg "fi_pingpong -p verbs -e msg -I 100" "fi_pingpong -p verbs -e msg -I 100 127.0.0.1" "^1m +100 +=100")
@@ -69,7 +70,8 @@ uroce_cm_pair(perftest_read_bw "ib_read_bw -R -n 1000" "ib_read_bw -R -n 1000 12
 # tshark. UROCE_CM_RESPONSE_TIMEOUT=16: a REQ that reaches the server's host
 # before its uroced runs is sent again after 0.8 s, not 4.8 s.
 # NO_CAPTURE first: a program that only connects (cmtime) leaves the
-# processes' captures empty, which with_netns.sh counts as a failure.
+# processes' captures empty, which with_netns.sh counts as a failure; qperf
+# sends for a whole second (~70,000 packets: checking them takes minutes).
 function(uroce_cm_netns_pair name)
   set(args ${ARGN})
   set(capture --capture)
@@ -94,6 +96,7 @@ uroce_cm_netns_pair(rdma_server "rdma_server" "rdma_client -s ${S}" "rdma_client
 uroce_cm_netns_pair(rdma_xserver "rdma_xserver" "rdma_xclient -s ${S}" "rdma_xclient: end 0")
 # multicast: the receiver joins 239.1.1.1 on S, the sender on C sends to it
 uroce_cm_netns_pair(mckey --wait-server "receiving data transfers" "mckey -m 239.1.1.1 -b ${S}" "mckey -m 239.1.1.1 -b 10.77.0.2 -s" "data transfers complete")
+uroce_cm_netns_pair(qperf NO_CAPTURE --server-stays "qperf -lp 19765" "qperf -lp 19765 -cm1 ${S} -t 1 rc_bw rc_lat" "latency +=")
 uroce_cm_netns_pair(cmtime NO_CAPTURE --server-stays "cmtime -b ${S}" "cmtime -s ${S} -c 100" "destroy +:")
 uroce_cm_netns_pair(perftest_send_bw --wait-server "Waiting for client" "ib_send_bw -R -s 4096 -n 200" "ib_send_bw -R -s 4096 -n 200 ${S}" "BW average")
 uroce_cm_netns_pair(perftest_send_lat --wait-server "Waiting for client" "ib_send_lat -R -n 200" "ib_send_lat -R -n 200 ${S}" "t_avg")

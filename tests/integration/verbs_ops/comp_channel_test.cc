@@ -7,9 +7,15 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <thread>
 
 #include "support/verbs_harness.h"
 
@@ -143,6 +149,39 @@ TEST_F(CompChannelTest, SolicitedOnlyArmIgnoresUnsolicitedSends) {
   ASSERT_NO_FATAL_FAILURE(expect_recv(2, 2000, 82, 8192));
   ASSERT_NO_FATAL_FAILURE(expect_nothing_queued());
   EXPECT_EQ(local_.mem.verify(), "");
+}
+
+// ibv_get_cq_event(3) blocks in a read of the channel's fd; a signal ends
+// the wait with -1 and EINTR, as rdma-core's read() of the kernel's fd does
+// (qperf's test child stops at its SIGALRM so). A watchdog thread shuts the
+// fd down after 5 s, so a wait that ignores the signal fails the test
+// instead of hanging it.
+TEST_F(CompChannelTest, ASignalEndsABlockedWaitWithEintr) {
+  ASSERT_EQ(ibv_req_notify_cq(local_.rcq.get(), 0), 0);
+  struct sigaction sa {
+  }, old{};
+  sa.sa_handler = [](int) {};
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = 0;  // no SA_RESTART
+  ASSERT_EQ(sigaction(SIGALRM, &sa, &old), 0);
+  std::atomic<bool> done{false};
+  std::thread watchdog([&] {
+    for (int i = 0; i < 500 && !done.load(); ++i) usleep(10000);
+    if (!done.load()) shutdown(fd_, SHUT_RDWR);
+  });
+  itimerval t{};
+  t.it_value.tv_usec = 50000;
+  ASSERT_EQ(setitimer(ITIMER_REAL, &t, nullptr), 0);
+  ibv_cq* cq = nullptr;
+  void* cq_ctx = nullptr;
+  errno = 0;
+  const int rc = ibv_get_cq_event(local_.channel.get(), &cq, &cq_ctx);
+  const int e = errno;
+  done = true;
+  watchdog.join();
+  sigaction(SIGALRM, &old, nullptr);
+  EXPECT_EQ(rc, -1);
+  EXPECT_EQ(e, EINTR) << strerror(e);
 }
 
 }  // namespace
