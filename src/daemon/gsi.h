@@ -5,9 +5,10 @@
 //
 // On the network: one UDP socket per IP address of the (non-loopback)
 // devices, bound to <address>:4791 beside the processes' own sockets
-// (SO_REUSEADDR), opened when uroced starts, before any QP. Linux hands an
-// unconnected flow's datagram to the socket of the address bound last, so a
-// datagram for QP1 reaches either this socket or a process's UD QP socket,
+// (SO_REUSEADDR), opened when the first process opens the CM, before its
+// QPs. Linux hands an unconnected flow's datagram to the socket of the
+// address bound last, so a datagram for QP1 reaches either this socket or a
+// process's UD QP socket,
 // which passes it on to QP1's inbox (transport/net_forward.h, kGsiOwner);
 // what reaches this socket for another QP goes on to that QP's process the
 // same way. A MAD is a UD SEND_ONLY to QP1 with the GSI's Q_Key

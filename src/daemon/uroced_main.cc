@@ -94,13 +94,10 @@ class Server {
         },
         CmTiming::from_env());
     if (frames_.fd() >= 0) add_fd(frames_.fd());
-    // QP1, before any QP of a client binds its sockets (daemon/gsi.h). Our
+    // QP1's inbox now, its sockets with the first CM client (open_gsi). Our
     // own receivers believe identifications the frame watch saw too.
     link::set_id_watch(frames_.table());
-    if (gsi_.start()) {
-      add_fd(gsi_.inbox_fd());
-      gsi_.open(discover_devices(), [this](int fd) { add_fd(fd); });
-    }
+    if (gsi_.start()) add_fd(gsi_.inbox_fd());
     uint64_t idle_since = now_ns();
     for (;;) {
       epoll_event evs[32];
@@ -151,6 +148,15 @@ class Server {
     const uint64_t next = cm_->next_deadline_ns(), now = now_ns();
     if (next == UINT64_MAX) return 100;
     return next <= now ? 0 : int(std::min<uint64_t>(100, (next - now) / 1000000 + 1));
+  }
+
+  /// QP1's sockets (daemon/gsi.h), when the first process opens the CM:
+  /// it does so before it makes its QPs, whose sockets then come after
+  /// them, and a uroced whose clients never use the CM binds nothing that
+  /// could take another's datagrams (parallel tests each run their own).
+  /// Later clients may bring new addresses.
+  void open_gsi() {
+    gsi_.open(discover_devices(), [this](int fd) { add_fd(fd); });
   }
 
   void on_gsi(int fd) {
@@ -243,6 +249,7 @@ class Server {
           drop_client(fd);  // another user's process: no CM either
           return;
         }
+        open_gsi();
         cm_->adopt(fd, pid, *reinterpret_cast<const cmproto::Msg*>(buf));
       } else {
         cm_->on_message(fd, buf, size_t(n), now_ns());

@@ -2,8 +2,9 @@
 # The CM's errors between two hosts (run by ../netns/with_netns.sh, which
 # sets UROCE_NETNS_SERVER, UROCE_NETNS_CLIENT and UROCE_SERVER_ADDR), each
 # seen by an unmodified rping:
-#   1. nothing listens on the server's host: its uroced answers the REQ with
-#      a REJ, reason 8 (invalid service ID), as a kernel's CM does;
+#   1. nothing listens on the port (a server listens on another): the
+#      server host's uroced answers the REQ with a REJ, reason 8 (invalid
+#      service ID), as a kernel's CM does;
 #   2. no host has the address (10.77.0.99 on the veth's subnet): no answer
 #      to the REQ, sent again UROCE_CM_RETRIES times, then UNREACHABLE with
 #      -ETIMEDOUT (-110);
@@ -27,13 +28,14 @@ check() {  # check NAME FILE REGEX
   fi
 }
 
-# 1. No listener, with the server host's uroced running (a host whose
-# uroced is not running answers nothing: case 2).
-"${in_server[@]}" env UROCED_IDLE_MS=3000 "${UROCE_UROCED:?set by CTest}" &
-daemon=$!
-sleep 0.5
+# 1. No listener on the port: a server listens on another (the server
+# host's uroced then has QP1 open: it opens it for its first CM client).
+"${in_server[@]}" rping -s -a "$addr" -p 7000 -C 1 >"$work/1s.out" 2>&1 &
+other=$!
+sleep 1
 "${in_client[@]}" timeout 30 rping -c -a "$addr" -C 1 >"$work/1.out" 2>&1
-wait "$daemon"
+kill -KILL "$other" 2>/dev/null
+wait "$other" 2>/dev/null
 check "no listener: REJECTED with reason 8" "$work/1.out" 'RDMA_CM_EVENT_REJECTED, error 8'
 
 # 2. No host: three tries 16 ms + 0.54 s apart.
