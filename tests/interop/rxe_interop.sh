@@ -30,10 +30,6 @@ if [[ ! -x $harness/test-uroce-rxe.sh ]]; then
   echo "SKIP rxe interop: no harness at $harness (../shared absent)"
   exit 77
 fi
-# Every capture, the harness's and ours, by a tcpdump that writes each packet
-# as it comes (capture/tcpdump says why).
-UROCE_REAL_TCPDUMP=$(command -v tcpdump) || { echo "SKIP rxe interop: no tcpdump"; exit 77; }
-export UROCE_REAL_TCPDUMP PATH=$here/capture:$PATH
 # One image for both runs: it holds our multicast peer (see rxe_cases.sh).
 export RXEQ_EXTRA=$build/bin/rxe_mcast_peer
 mkdir -p "$RXEQ_CACHE/logs"
@@ -45,6 +41,11 @@ if ! "$harness/up.sh" --name boot-check --timeout 120 true >/dev/null 2>&1; then
   echo "SKIP rxe interop: qemu cannot start the guest (log: $RXEQ_CACHE/logs/boot-check.log)"
   exit 77
 fi
+# Every capture, the harness's and ours, by a tcpdump that writes each packet
+# as it comes (capture/tcpdump says why). Only now: the image (built above,
+# then up to date for every guest) takes the tcpdump it finds in PATH.
+UROCE_REAL_TCPDUMP=$(command -v tcpdump) || { echo "SKIP rxe interop: no tcpdump"; exit 77; }
+export UROCE_REAL_TCPDUMP PATH=$here/capture:$PATH
 
 # Each part runs as a background job, so that a TERM (test.sh's timeout)
 # interrupts the wait at once: the part is stopped (its own trap stops what
