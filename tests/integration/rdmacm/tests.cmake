@@ -122,3 +122,14 @@ add_test(NAME rdmacm_ucx_io_demo
 set_tests_properties(rdmacm_ucx_io_demo PROPERTIES
   LABELS "integration;debian;ucx" TIMEOUT 90 SKIP_RETURN_CODE 77
   ENVIRONMENT "${UROCE_TEST_ENV_COMMON};UROCE_DAEMON_NAME=ctest-rdmacm_ucx_io_demo;LD_LIBRARY_PATH=$<TARGET_FILE_DIR:ibverbs>;UCX_SOCKADDR_TLS_PRIORITY=rdmacm")
+
+# The same between two namespaces: the server's namespace's uroce_rnic0 gets
+# the /dev/infiniband entry (one private /dev for both sides); every capture
+# must hold UCX's RDMA traffic (RoCE v2 packets, checked).
+add_test(NAME netns_cm_ucx_io_demo
+         COMMAND bash ${PROJECT_SOURCE_DIR}/tests/integration/netns/with_netns.sh --capture --
+                 bash ${PROJECT_SOURCE_DIR}/tests/integration/ucx/private_dev.sh
+                 bash -c "ip netns exec \$UROCE_NETNS_SERVER $<TARGET_FILE:uroce> devnodes uroce_rnic0 >/dev/null && exec bash ${CMAKE_CURRENT_LIST_DIR}/run_cm_pair.sh --server-stays 'io_demo -p 20000' 'io_demo -p 20000 -n 5 10.77.0.1' \"Client exit with status 'OK'\"")
+set_tests_properties(netns_cm_ucx_io_demo PROPERTIES
+  LABELS "integration;debian;netns;ucx" TIMEOUT 120 SKIP_RETURN_CODE 77
+  ENVIRONMENT "${UROCE_TEST_ENV_COMMON};UROCE_DAEMON_NAME=ctest-netns_cm_ucx_io_demo;LD_LIBRARY_PATH=$<TARGET_FILE_DIR:ibverbs>;UCX_SOCKADDR_TLS_PRIORITY=rdmacm;UROCE_CM_RESPONSE_TIMEOUT=16")
