@@ -85,25 +85,6 @@ bool overlap(const uint8_t* a, const uint8_t* b) {
   return ax || ay || memcmp(x, y, 16) == 0;
 }
 
-/// Whether an interface of this host has the address.
-bool local_address(const uint8_t* a) {
-  uint8_t want[16], got[16];
-  bool any, any2;
-  ip16(a, want, &any);
-  ifaddrs* all = nullptr;
-  if (getifaddrs(&all) != 0) return false;
-  bool found = false;
-  for (ifaddrs* i = all; i && !found; i = i->ifa_next) {
-    if (!i->ifa_addr || (i->ifa_addr->sa_family != AF_INET && i->ifa_addr->sa_family != AF_INET6)) continue;
-    uint8_t tmp[28] = {};
-    memcpy(tmp, i->ifa_addr, i->ifa_addr->sa_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6));
-    ip16(tmp, got, &any2);
-    found = memcmp(want, got, 16) == 0;
-  }
-  freeifaddrs(all);
-  return found;
-}
-
 /// Port spaces whose "connections" are SIDR exchanges (UD QPs).
 bool datagram(uint32_t ps) { return ps == cmproto::kPsUdp || ps == cmproto::kPsIpoib; }
 
@@ -235,17 +216,51 @@ uint64_t CmService::find_listener(uint32_t ps, const uint8_t* dst) const {
 void CmService::connect(int fd, const Msg& m, uint64_t now_ns) {
   reply(fd, m, 0);
   ids_.at(m.handle).state = State::kConnecting;
-  if (deliver(m)) return;
-  if (!local_address(m.dst)) {
-    wire_connect(m.handle, m, now_ns);  // another host: the CM on the wire
+  // Another host's address goes on the wire, even if a listener of this
+  // host on the wildcard address would take the port.
+  if (!local_address(m.dst, now_ns)) {
+    wire_connect(m.handle, m, now_ns);
     return;
   }
+  if (deliver(m)) return;
   UROCE_INFO("uroced cm: a connect to port %u of this host waits for its listener", unsigned(port(m.dst)));
   // No listener yet: the request waits a moment, as one on the wire would
   // be in flight, then is rejected (reason 8, as a kernel's CM answers).
   // Programs start their client right after the server has answered them
   // on a socket of their own, before it listens (perftest's -R does).
   pending_.push_back(Pending{m, now_ns + kNoListenerWaitNs});
+}
+
+bool CmService::local_address(const uint8_t* a, uint64_t now_ns) {
+  // The interfaces' addresses, read again at most once a second (a connect
+  // should not cost a netlink dump).
+  if (local_ips_at_ == 0 || now_ns - local_ips_at_ > 1'000'000'000ull) {
+    local_ips_.clear();
+    ifaddrs* all = nullptr;
+    if (getifaddrs(&all) == 0) {
+      for (ifaddrs* i = all; i; i = i->ifa_next) {
+        if (!i->ifa_addr || (i->ifa_addr->sa_family != AF_INET && i->ifa_addr->sa_family != AF_INET6))
+          continue;
+        uint8_t tmp[28] = {};
+        memcpy(tmp, i->ifa_addr,
+               i->ifa_addr->sa_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6));
+        std::array<uint8_t, 16> ip;
+        bool any;
+        ip16(tmp, ip.data(), &any);
+        local_ips_.push_back(ip);
+      }
+      freeifaddrs(all);
+    }
+    local_ips_at_ = now_ns;
+  }
+  std::array<uint8_t, 16> want;
+  bool any;
+  ip16(a, want.data(), &any);
+  static constexpr uint8_t kMapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+  if (memcmp(want.data(), kMapped, 12) == 0 && want[12] == 127) return true;  // 127/8: all of it is this host
+  for (const auto& ip : local_ips_)
+    if (ip == want) return true;
+  return false;
 }
 
 uint64_t CmService::next_deadline_ns() const {

@@ -24,6 +24,7 @@
 #include <set>
 #include <span>
 #include <utility>
+#include <vector>
 
 #include "core/cm_protocol.h"
 #include "link/ip_addr.h"
@@ -179,6 +180,10 @@ class CmService {
   std::map<std::pair<std::array<uint8_t, 16>, uint32_t>, uint64_t> by_request_;
   std::multimap<uint64_t, uint64_t> timers_;  // deadline -> id (stale ones skipped)
   uint64_t mads_dropped_ = 0;
+  /// Whether an interface of this host has the address (of a sockaddr).
+  bool local_address(const uint8_t* a, uint64_t now_ns);
+  std::vector<std::array<uint8_t, 16>> local_ips_;
+  uint64_t local_ips_at_ = 0;
   /// How long a connect request waits for its listener before it is refused
   /// (connect() says why).
   static constexpr uint64_t kNoListenerWaitNs = 50 * 1000 * 1000;

@@ -9,8 +9,10 @@
 #      to the REQ, sent again UROCE_CM_RETRIES times, then UNREACHABLE with
 #      -ETIMEDOUT (-110);
 #   3. the server's process is killed while connected: its uroced ends the
-#      connection for it (DREQ), and the client sees DISCONNECTED.
-# Exit: 0 when all three behave so, 1 otherwise.
+#      connection for it (DREQ), and the client sees DISCONNECTED;
+#   4. (not an error) a wildcard listener on the client's own host with the
+#      same port does not take a connect to the other host.
+# Exit: 0 when all four behave so, 1 otherwise.
 set -u
 # shellcheck source=../proc_lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../proc_lib.sh"
@@ -61,4 +63,17 @@ wait "$client"
 client_rc=$?
 check "peer killed: the client sees DISCONNECTED" "$work/3.out" 'DISCONNECT EVENT'
 ((client_rc != 124)) || { echo "FAIL: the client still ran after 30 s"; rc=1; }
+# 4. Not an error: a listener of the client's own host on the wildcard
+# address and the same port does not take a connect to another host.
+"${in_client[@]}" rping -s -C 1 >"$work/4l.out" 2>&1 &
+decoy=$!
+"${in_server[@]}" timeout 30 rping -s -a "$addr" -C 3 >"$work/4s.out" 2>&1 &
+server=$!
+sleep 1
+"${in_client[@]}" timeout 30 rping -c -a "$addr" -C 3 -v >"$work/4.out" 2>&1
+wait "$server"
+kill -KILL "$decoy" 2>/dev/null
+wait "$decoy" 2>/dev/null
+check "the other host's listener, not this host's wildcard one" "$work/4.out" 'ping data: rdma-ping-2'
+[[ ! -s $work/4l.out ]] || { echo "FAIL: the wildcard listener of the client's host heard from it:"; cat "$work/4l.out"; rc=1; }
 exit "$rc"
