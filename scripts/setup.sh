@@ -24,6 +24,8 @@ packages=(
   # tests: veth pairs (iproute2), packet loss (nftables: this kernel has no
   # netem), checksum offload off on veth (ethtool)
   iproute2 procps python3 nftables ethtool
+  # plain TCP programs run over rsockets under librspreload (tests/integration/rdmacm)
+  socat iperf3
   # Wireshark's dissector, to judge the packets uroce writes (../shared/wire/tshark_roce.sh)
   tshark
   # UCX 1.13 (ucx_perftest) and Open MPI 4.1 (mpirun, and mpicc for the

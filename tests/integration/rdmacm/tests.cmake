@@ -62,6 +62,17 @@ uroce_cm_pair(perftest_write_lat "ib_write_lat -R -n 1000" "ib_write_lat -R -n 1
 uroce_cm_pair(perftest_send_lat_ud "ib_send_lat -R -c UD -n 1000" "ib_send_lat -R -c UD -n 1000 127.0.0.1" "t_avg")
 uroce_cm_pair(perftest_write_bw_qp4 "ib_write_bw -R -q 4 -n 1000" "ib_write_bw -R -q 4 -n 1000 127.0.0.1" "BW average")
 uroce_cm_pair(perftest_read_bw "ib_read_bw -R -n 1000" "ib_read_bw -R -n 1000 127.0.0.1" "BW average")
+# rsockets: rdma-core's examples (-T v: the data checked; -T a: through rpoll),
+# and plain TCP programs under Debian's librspreload.so (socat receiving what
+# nc sends, checked: rsocket_copy.sh; iperf3)
+set(RSPRELOAD LD_PRELOAD=/usr/lib/x86_64-linux-gnu/rsocket/librspreload.so)
+uroce_cm_pair(rstream "rstream -b 127.0.0.1 -T v" "rstream -s 127.0.0.1 -T v" "^1m_bw ")
+uroce_cm_pair(rstream_async "rstream -b 127.0.0.1 -T a -S 65536" "rstream -s 127.0.0.1 -T a -S 65536" "^custom +64k ")
+uroce_cm_pair(rstream_host_address "rstream -b 10.9.0.1 -T v -S 4096" "rstream -s 10.9.0.1 -T v -S 4096" "^custom +4k ")
+uroce_cm_pair(riostream "riostream -b 127.0.0.1" "riostream -s 127.0.0.1" "^1m_bw ")
+uroce_cm_pair(rspreload_nc "bash ${CMAKE_CURRENT_LIST_DIR}/rsocket_copy.sh serve 127.0.0.1 5555"
+              "bash ${CMAKE_CURRENT_LIST_DIR}/rsocket_copy.sh send 127.0.0.1 5555" "rsocket copy: intact")
+uroce_cm_pair(rspreload_iperf3 "env ${RSPRELOAD} iperf3 -s -1 -B 127.0.0.1" "env ${RSPRELOAD} iperf3 -c 127.0.0.1 -n 64M" "receiver$")
 
 # The same programs between two "hosts" (two network namespaces on a veth,
 # each with its own uroced: ../netns/with_netns.sh): the CM's messages are
@@ -103,6 +114,11 @@ uroce_cm_netns_pair(perftest_send_lat --wait-server "Waiting for client" "ib_sen
 uroce_cm_netns_pair(perftest_write_lat --wait-server "Waiting for client" "ib_write_lat -R -n 200" "ib_write_lat -R -n 200 ${S}" "t_avg")
 uroce_cm_netns_pair(perftest_read_bw --wait-server "Waiting for client" "ib_read_bw -R -s 4096 -n 200" "ib_read_bw -R -s 4096 -n 200 ${S}" "BW average")
 uroce_cm_netns_pair(perftest_send_lat_ud --wait-server "Waiting for client" "ib_send_lat -R -c UD -n 200" "ib_send_lat -R -c UD -n 200 ${S}" "t_avg")
+uroce_cm_netns_pair(rstream "rstream -b ${S} -T v -S 4096 -C 200" "rstream -s ${S} -T v -S 4096 -C 200" "^custom +4k ")
+uroce_cm_netns_pair(riostream "riostream -b ${S} -S 4096 -C 200" "riostream -s ${S} -S 4096 -C 200" "^custom +4k ")
+uroce_cm_netns_pair(rspreload_nc "bash ${CMAKE_CURRENT_LIST_DIR}/rsocket_copy.sh serve ${S} 5555"
+                    "bash ${CMAKE_CURRENT_LIST_DIR}/rsocket_copy.sh send ${S} 5555" "rsocket copy: intact")
+uroce_cm_netns_pair(rspreload_iperf3 "env ${RSPRELOAD} iperf3 -s -1 -B ${S}" "env ${RSPRELOAD} iperf3 -c ${S} -n 4M" "receiver$")
 # The errors between hosts: no listener (REJ 8), no host (UNREACHABLE after
 # the retries), the server's process killed (DISCONNECTED): wire_errors.sh.
 add_test(NAME netns_cm_errors
