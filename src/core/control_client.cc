@@ -14,6 +14,7 @@
 #include <memory>
 #include <new>
 #include <string>
+#include <vector>
 
 #include "common/clock.h"
 #include "common/log.h"
@@ -62,6 +63,12 @@ std::string find_uroced() {
 void spawn_uroced() {
   std::string path = find_uroced();
   UROCE_INFO("starting %s", path.c_str());
+  // uroced gets the caller's environment but for LD_PRELOAD: a preload meant
+  // for the program (librspreload turns sockets into rsockets) is not for it.
+  std::vector<char*> env;
+  for (char** e = environ; *e; ++e)
+    if (strncmp(*e, "LD_PRELOAD=", 11) != 0) env.push_back(*e);
+  env.push_back(nullptr);
   pid_t child = fork();
   if (child < 0) return;
   if (child == 0) {
@@ -77,9 +84,9 @@ void spawn_uroced() {
     close_range(3, ~0u, 0);
     char* argv[] = {const_cast<char*>("uroced"), nullptr};
     if (path.find('/') != std::string::npos)
-      execv(path.c_str(), argv);
+      execve(path.c_str(), argv, env.data());
     else
-      execvp(path.c_str(), argv);
+      execvpe(path.c_str(), argv, env.data());
     _exit(127);
   }
   int st;

@@ -58,14 +58,14 @@ group=239.7.7.7
 export RXEQ_CACHE=${RXEQ_CACHE:-/var/tmp/rxe-qemu}
 # The peer goes into the guest's image (the harness rebuilds the image when
 # this list changes: rxe_interop.sh sets the same for the harness's own run).
-export RXEQ_EXTRA=$peer
+export RXEQ_EXTRA="$peer rstream riostream"
 out=$RXEQ_CACHE/uroce-cases
 mkdir -p "$out"
 
 # Any other loss_{out,in}_, qp4_ or bidir_ + a perftest tool's suffix
 # (e.g. qp4_send_bw) runs too when named.
 all="loss_send_lat loss_write_bw loss_read_bw qp4_write_bw qp4_read_bw bidir_send_bw bidir_write_bw mcast
-  cm_rping cm_ucmatose cm_udaddy cm_send_bw"
+  cm_rping cm_ucmatose cm_udaddy cm_send_bw cm_rstream cm_riostream"
 # shellcheck disable=SC2086 # a list of words
 (($#)) || set -- $all
 
@@ -81,6 +81,9 @@ case_def() {
     cm_ucmatose) prog="ucmatose -c 2 -C 10" cprog="ucmatose -c 2 -C 10 -s"; return 0 ;;
     cm_udaddy) prog="udaddy" cprog="udaddy -s"; return 0 ;;
     cm_send_bw) prog="ib_send_bw -R -d $d -s 4096 -n 200" cprog=$prog; return 0 ;;
+    # rsockets: uroce's against rdma-core's over rxe (-T v: the data checked)
+    cm_rstream) prog="rstream -b $own -T v -S 4096 -C 100" cprog="rstream -T v -S 4096 -C 100 -s"; return 0 ;;
+    cm_riostream) prog="riostream -b $own -S 4096 -C 100" cprog="riostream -S 4096 -C 100 -s"; return 0 ;;
     loss_out_*) hook=output tool=${c#loss_out_} ;;
     loss_in_*) hook=input tool=${c#loss_in_} ;;
     loss_*) hook="output input" tool=${c#loss_} ;;

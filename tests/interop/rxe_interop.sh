@@ -31,7 +31,7 @@ if [[ ! -x $harness/test-uroce-rxe.sh ]]; then
   exit 77
 fi
 # One image for both runs: it holds our multicast peer (see rxe_cases.sh).
-export RXEQ_EXTRA=$build/bin/rxe_mcast_peer
+export RXEQ_EXTRA="$build/bin/rxe_mcast_peer rstream riostream"
 mkdir -p "$RXEQ_CACHE/logs"
 if ! "$harness/build-initramfs.sh" >"$RXEQ_CACHE/logs/image-build.log" 2>&1; then
   echo "SKIP rxe interop: the guest's image could not be built (log: $RXEQ_CACHE/logs/image-build.log)"

@@ -8,8 +8,9 @@ set_tests_properties(rdmacm_exports_test PROPERTIES LABELS unit TIMEOUT 60 SKIP_
 
 # GoogleTest programs over the drop-in library, each in a network namespace
 # of its own (in_private_netns.sh): the API without a peer (api_test.cc),
-# connections between ids of one host (connect_test.cc).
-foreach(t api connect)
+# connections between ids of one host (connect_test.cc), rsockets between
+# two threads (rsocket_test.cc).
+foreach(t api connect rsocket)
   add_executable(rdmacm_${t}_test ${CMAKE_CURRENT_LIST_DIR}/${t}_test.cc)
   target_include_directories(rdmacm_${t}_test PRIVATE ${IBVERBS_INCLUDE_DIR} ${RDMACM_INCLUDE_DIR})
   target_link_libraries(rdmacm_${t}_test PRIVATE GTest::gtest GTest::gtest_main Threads::Threads rdmacm ibverbs)
