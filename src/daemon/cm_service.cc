@@ -76,12 +76,22 @@ void ip16(const uint8_t* a, uint8_t out[16], bool* any) {
   }
 }
 
-/// Whether two bound addresses overlap (same IP, or either a wildcard).
+/// The address as 16 bytes, and whether a bind to it takes every address
+/// (the wildcard or a loopback address: the kernel's CM binds neither to a
+/// device, and its listeners match requests to any address).
+void bound16(const uint8_t* a, uint8_t out[16], bool* all) {
+  ip16(a, out, all);
+  static const uint8_t v6_loopback[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+  const bool v4_loopback = family(a) == AF_INET && out[12] == 127;
+  *all = *all || v4_loopback || (family(a) == AF_INET6 && memcmp(out, v6_loopback, 16) == 0);
+}
+
+/// Whether two bound addresses overlap (same IP, or either takes all).
 bool overlap(const uint8_t* a, const uint8_t* b) {
   uint8_t x[16], y[16];
   bool ax, ay;
-  ip16(a, x, &ax);
-  ip16(b, y, &ay);
+  bound16(a, x, &ax);
+  bound16(b, y, &ay);
   return ax || ay || memcmp(x, y, 16) == 0;
 }
 
@@ -202,7 +212,7 @@ uint64_t CmService::find_listener(uint32_t ps, const uint8_t* dst) const {
     if (id.state != State::kListening || id.ps != ps || port(id.addr) != port(dst)) continue;
     uint8_t have[16];
     bool lany;
-    ip16(id.addr, have, &lany);
+    bound16(id.addr, have, &lany);
     if (lany) {
       // An IPv4 wildcard takes IPv4 only; an IPv6 one takes both.
       if (family(id.addr) == AF_INET6 || family(dst) == AF_INET) wildcard = h;

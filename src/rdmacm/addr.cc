@@ -169,7 +169,9 @@ UROCE_EXPORT int rdma_bind_addr(rdma_cm_id* cm_id, sockaddr* addr) {
   if (addr->sa_family != AF_INET && addr->sa_family != AF_INET6) return fail(EAFNOSUPPORT);
   CmId* id = from(cm_id);
   if (id->state != IdState::kIdle) return fail(EINVAL);
-  if (!is_wildcard(addr))
+  // As the kernel's CM (cma_any_addr): a loopback address binds no device,
+  // as the wildcard does; connecting to it still works (uroce_lo).
+  if (!is_wildcard(addr) && !is_loopback(addr))
     if (int rc = attach(id, addr); rc != 0) return fail(rc);
   // The port: uroced keeps this host's port spaces (0: it picks a free one).
   cmproto::Msg m{};
@@ -213,7 +215,7 @@ UROCE_EXPORT int rdma_resolve_addr(rdma_cm_id* cm_id, sockaddr* src_addr, sockad
   sockaddr* bound = &cm_id->route.addr.src_addr;
   if (bound->sa_family != dst_addr->sa_family) {
     status = -EINVAL;
-  } else if (is_wildcard(bound)) {
+  } else if (is_wildcard(bound) || !cm_id->verbs) {
     sockaddr_storage picked{};
     status = source_for(dst_addr, &picked);
     if (status == 0) {

@@ -115,7 +115,15 @@ short revents_of(Rsocket* rs, std::unique_lock<std::mutex>& lk, short events) {
     short r = 0;
     if ((events & POLLIN) && (have_rdata(rs) || !(rs->state & kReadable))) r |= POLLIN;
     if ((events & POLLOUT) && can_send(rs)) r |= POLLOUT;
-    if (!(rs->state & kConnected)) r |= (rs->state & kDisconnected) ? POLLHUP : POLLERR;
+    // A closed connection hangs up once its data is read (TCP reports
+    // data and the peer's close apart, and programs stop at POLLHUP;
+    // rdma-core's rsockets set it with data still queued).
+    if (!(rs->state & kConnected)) {
+      if (!(rs->state & kDisconnected))
+        r |= POLLERR;
+      else if (!have_rdata(rs))
+        r |= POLLHUP;
+    }
     return r;
   }
   if (rs->state == kConnectError) return short((events & (POLLIN | POLLOUT)) | POLLERR);

@@ -247,6 +247,40 @@ TEST_F(Connect, APortIsTakenOnce) {
   EXPECT_EQ(rdma_bind_addr(udp, sa(a)), 0) << strerror(errno);
 }
 
+// As the kernel's CM reads a loopback bind (cma_any_addr): no device, a
+// listener that takes requests to every address of the host, and a port
+// that overlaps every other bind of it. (libfabric's verbs provider binds
+// "localhost" to find the devices' own addresses; it needs id->verbs NULL.)
+TEST_F(Connect, ALoopbackBindTakesNoDeviceAndEveryAddress) {
+  rdma_cm_id* l = listen_on(7478);
+  EXPECT_EQ(l->verbs, nullptr);
+  rdma_cm_id* other = nullptr;
+  ASSERT_EQ(rdma_create_id(sch_, &other, nullptr, RDMA_PS_TCP), 0);
+  ids_.push_back(other);
+  sockaddr_in d0 = lo(7478);
+  d0.sin_addr.s_addr = htonl(0x0a090001);  // 10.9.0.1, in_private_netns.sh's d0
+  EXPECT_EQ(rdma_bind_addr(other, sa(d0)), -1);
+  EXPECT_EQ(errno, EADDRINUSE);
+  rdma_cm_id* c = nullptr;
+  ASSERT_EQ(rdma_create_id(cch_, &c, nullptr, RDMA_PS_TCP), 0);
+  ids_.push_back(c);
+  ASSERT_EQ(rdma_resolve_addr(c, nullptr, sa(d0), 1000), 0);
+  rdma_ack_cm_event(expect(cch_, RDMA_CM_EVENT_ADDR_RESOLVED));
+  ASSERT_EQ(rdma_resolve_route(c, 1000), 0);
+  rdma_ack_cm_event(expect(cch_, RDMA_CM_EVENT_ROUTE_RESOLVED));
+  ibv_qp_init_attr at = rc_attr();
+  ASSERT_EQ(rdma_create_qp(c, nullptr, &at), 0);
+  rdma_conn_param cp{};
+  ASSERT_EQ(rdma_connect(c, &cp), 0);
+  rdma_cm_event* req = expect(sch_, RDMA_CM_EVENT_CONNECT_REQUEST);
+  ASSERT_NE(req, nullptr);
+  ids_.push_back(req->id);
+  EXPECT_NE(req->id->verbs, nullptr);  // the request's device
+  const auto* local = reinterpret_cast<const sockaddr_in*>(rdma_get_local_addr(req->id));
+  EXPECT_EQ(local->sin_addr.s_addr, d0.sin_addr.s_addr);
+  rdma_ack_cm_event(req);
+}
+
 TEST_F(Connect, AProgramThatMovesItsOwnQp) {
   listen_on(7475);
   rdma_cm_id* c = client_to(7475, /*qp=*/false);

@@ -85,10 +85,10 @@ uroce_cm_pair(rspreload_iperf3 "env ${RSPRELOAD} iperf3 -s -1 -B 127.0.0.1" "env
 # processes' captures empty, which with_netns.sh counts as a failure; qperf
 # sends for a whole second (~70,000 packets: checking them takes minutes).
 function(uroce_cm_netns_pair name)
-  set(args ${ARGN})
+  set(args "${ARGN}")  # quoted, and no list(): an escaped ; (verbs\\;ofi_rxm) stays one word
   set(capture --capture)
   if(ARGV1 STREQUAL "NO_CAPTURE")
-    list(REMOVE_AT args 0)
+    string(REGEX REPLACE "^NO_CAPTURE;" "" args "${args}")
     set(capture)
   endif()
   add_test(NAME netns_cm_${name}
@@ -115,6 +115,11 @@ uroce_cm_netns_pair(perftest_send_lat --wait-server "Waiting for client" "ib_sen
 uroce_cm_netns_pair(perftest_write_lat --wait-server "Waiting for client" "ib_write_lat -R -n 200" "ib_write_lat -R -n 200 ${S}" "t_avg")
 uroce_cm_netns_pair(perftest_read_bw --wait-server "Waiting for client" "ib_read_bw -R -s 4096 -n 200" "ib_read_bw -R -s 4096 -n 200 ${S}" "BW average")
 uroce_cm_netns_pair(perftest_send_lat_ud --wait-server "Waiting for client" "ib_send_lat -R -c UD -n 200" "ib_send_lat -R -c UD -n 200 ${S}" "t_avg")
+# libfabric's verbs provider: its server asks for no address ("localhost"
+# inside the provider): a loopback bind takes no device, as the kernel's CM
+# (docs/cm.md), and the provider then offers the devices' own addresses
+uroce_cm_netns_pair(libfabric_msg "fi_pingpong -p verbs -e msg -S 4096 -I 200" "fi_pingpong -p verbs -e msg -S 4096 -I 200 ${S}" "^4k +200 +=200")
+uroce_cm_netns_pair(libfabric_rdm "fi_pingpong -p verbs\\;ofi_rxm -e rdm -S 4096 -I 200" "fi_pingpong -p verbs\\;ofi_rxm -e rdm -S 4096 -I 200 ${S}" "^4k +200 +=200")
 uroce_cm_netns_pair(rstream "rstream -b ${S} -T v -S 4096 -C 200" "rstream -s ${S} -T v -S 4096 -C 200" "^custom +4k ")
 uroce_cm_netns_pair(riostream "riostream -b ${S} -S 4096 -C 200" "riostream -s ${S} -S 4096 -C 200" "^custom +4k ")
 uroce_cm_netns_pair(rspreload_nc "bash ${CMAKE_CURRENT_LIST_DIR}/rsocket_copy.sh serve ${S} 5555"
