@@ -232,7 +232,7 @@ void CmService::connect(int fd, const Msg& m, uint64_t now_ns) {
     wire_connect(m.handle, m, now_ns);
     return;
   }
-  if (deliver(m)) return;
+  if (deliver(m, now_ns)) return;
   UROCE_INFO("uroced cm: a connect to port %u of this host waits for its listener", unsigned(port(m.dst)));
   // No listener yet: the request waits a moment, as one on the wire would
   // be in flight, then is rejected (reason 8, as a kernel's CM answers).
@@ -275,13 +275,29 @@ bool CmService::local_address(const uint8_t* a, uint64_t now_ns) {
 
 uint64_t CmService::next_deadline_ns() const {
   uint64_t next = timers_.empty() ? UINT64_MAX : timers_.begin()->first;
+  if (!unanswered_.empty()) next = std::min(next, unanswered_.begin()->first);
   for (const Pending& p : pending_) next = std::min(next, p.deadline_ns);
   for (const WirePending& p : wire_pending_) next = std::min(next, p.deadline_ns);
   return next;
 }
 
+void CmService::expire_unanswered(uint64_t now_ns) {
+  while (!unanswered_.empty() && unanswered_.begin()->first <= now_ns) {
+    const uint64_t ch = unanswered_.begin()->second;
+    unanswered_.erase(unanswered_.begin());
+    auto c = ids_.find(ch);
+    if (c == ids_.end() || c->second.state != State::kConnecting || c->second.peer == 0) continue;
+    auto s = ids_.find(c->second.peer);
+    if (s == ids_.end() || s->second.state != State::kRequested) continue;  // answered
+    c->second.state = State::kGone;
+    unlink(ch, cmproto::kEvRejected, cmproto::kRejTimeout);
+    event(ch, cmproto::kEvUnreachable, -ETIMEDOUT);
+  }
+}
+
 void CmService::expire(uint64_t now_ns) {
   wire_expire(now_ns);
+  expire_unanswered(now_ns);
   retry_wire_pending(now_ns, true);
   for (auto it = pending_.begin(); it != pending_.end();) {
     if (it->deadline_ns > now_ns) {
@@ -302,7 +318,7 @@ void CmService::expire(uint64_t now_ns) {
   }
 }
 
-bool CmService::deliver(const Msg& m) {
+bool CmService::deliver(const Msg& m, uint64_t now_ns) {
   Id& c = ids_.at(m.handle);
   const uint64_t lh = find_listener(c.ps, m.dst);
   if (lh == 0) return false;
@@ -328,6 +344,7 @@ bool CmService::deliver(const Msg& m) {
   req.listen_handle = lh;
   req.ps = c.ps;
   event(sh, cmproto::kEvConnectRequest, 0, &req);
+  unanswered_.emplace(now_ns + give_up_ns(), m.handle);
   return true;
 }
 
@@ -415,7 +432,7 @@ void CmService::on_message(int fd, const void* buf, size_t len, uint64_t now_ns)
       reply(fd, m, 0);
       // Requests that came before the listener.
       for (auto p = pending_.begin(); p != pending_.end();)
-        p = deliver(p->req) ? pending_.erase(p) : std::next(p);
+        p = deliver(p->req, now_ns) ? pending_.erase(p) : std::next(p);
       retry_wire_pending(now_ns, false);
       break;
     case Op::kConnect:

@@ -135,8 +135,13 @@ class CmService {
   int bind(Id& id, uint64_t handle, uint8_t* addr);
   uint64_t find_listener(uint32_t ps, const uint8_t* dst) const;
   void connect(int fd, const cmproto::Msg& m, uint64_t now_ns);
-  /// Hands a connect request to its listener. False: there is none.
-  bool deliver(const cmproto::Msg& m);
+  /// Hands a connect request to its listener (its answer is due before the
+  /// request's give-up time). False: there is none.
+  bool deliver(const cmproto::Msg& m, uint64_t now_ns);
+  /// The connects of this host whose listener never answered: the client
+  /// gives up (UNREACHABLE, -ETIMEDOUT) as one whose REQ on the wire got
+  /// no answer, and the listener's id is refused (REJECTED, timeout).
+  void expire_unanswered(uint64_t now_ns);
   /// Ends `handle`'s link to its peer; tells the peer with `peer_event`.
   void unlink(uint64_t handle, uint32_t peer_event, int status);
   void destroy(uint64_t handle);
@@ -170,6 +175,9 @@ class CmService {
   /// (nullptr: none).
   Id* by_comm(uint32_t comm, const link::IpAddr& from, uint64_t* handle);
   uint32_t new_comm_id();
+  /// How long a REQ goes unanswered before the CM gives up: every send
+  /// and its wait (cm_wire.cc).
+  uint64_t give_up_ns() const;
   /// A new id for a request from the wire to `listener`, with `remote`.
   uint64_t add_requested(uint64_t listener, std::unique_ptr<Remote> remote);
 
@@ -179,6 +187,7 @@ class CmService {
   // (the other host, its comm ID or SIDR request ID) -> the id its request made
   std::map<std::pair<std::array<uint8_t, 16>, uint32_t>, uint64_t> by_request_;
   std::multimap<uint64_t, uint64_t> timers_;  // deadline -> id (stale ones skipped)
+  std::multimap<uint64_t, uint64_t> unanswered_;  // give-up time -> connecting id of this host
   uint64_t mads_dropped_ = 0;
   /// Whether an interface of this host has the address (of a sockaddr).
   bool local_address(const uint8_t* a, uint64_t now_ns);

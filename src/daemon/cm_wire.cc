@@ -523,6 +523,10 @@ void CmService::wire_end(uint64_t handle, uint64_t now_ns, bool id_stays) {
   }
 }
 
+uint64_t CmService::give_up_ns() const {
+  return (uint64_t(timing_.max_retries) + 1) * wait_ns(timing_.response_timeout);
+}
+
 void CmService::wire_expire(uint64_t now_ns) {
   while (!timers_.empty() && timers_.begin()->first <= now_ns) {
     const auto [deadline, handle] = *timers_.begin();

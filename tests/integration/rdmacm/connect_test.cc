@@ -281,6 +281,32 @@ TEST_F(Connect, ALoopbackBindTakesNoDeviceAndEveryAddress) {
   rdma_ack_cm_event(req);
 }
 
+// A listener's program that never answers a request: the client gives up
+// as one whose REQ on the wire got no answer (UNREACHABLE, -ETIMEDOUT,
+// after UROCE_CM_RETRIES + 1 response timeouts: this test's environment
+// makes that ~1.8 s), and the listener's id hears the request timed out.
+TEST_F(Connect, AListenerThatNeverAnswersEndsInUnreachable) {
+  listen_on(7479);
+  rdma_cm_id* c = client_to(7479);
+  rdma_conn_param cp{};
+  ASSERT_EQ(rdma_connect(c, &cp), 0);
+  rdma_cm_event* req = expect(sch_, RDMA_CM_EVENT_CONNECT_REQUEST);
+  ASSERT_NE(req, nullptr);
+  rdma_cm_id* s = req->id;
+  ids_.push_back(s);
+  rdma_ack_cm_event(req);
+  rdma_cm_event* e = next_event(cch_, 20000);
+  ASSERT_NE(e, nullptr) << "the connect never ended";
+  EXPECT_EQ(e->event, RDMA_CM_EVENT_UNREACHABLE) << rdma_event_str(e->event);
+  EXPECT_EQ(e->status, -ETIMEDOUT);
+  rdma_ack_cm_event(e);
+  rdma_cm_event* r = expect(sch_, RDMA_CM_EVENT_REJECTED);
+  if (r) {
+    EXPECT_EQ(r->id, s);
+    rdma_ack_cm_event(r);
+  }
+}
+
 TEST_F(Connect, AProgramThatMovesItsOwnQp) {
   listen_on(7475);
   rdma_cm_id* c = client_to(7475, /*qp=*/false);

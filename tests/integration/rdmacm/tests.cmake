@@ -19,7 +19,8 @@ foreach(t api connect rsocket)
            COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/in_private_netns.sh $<TARGET_FILE:rdmacm_${t}_test>)
   set_tests_properties(rdmacm_${t}_test PROPERTIES
     LABELS integration TIMEOUT 60 SKIP_RETURN_CODE 77
-    ENVIRONMENT "${UROCE_TEST_ENV_COMMON};UROCE_DAEMON_NAME=ctest-rdmacm_${t}_test")
+    # short CM timeouts: Connect.AListenerThatNeverAnswersEndsInUnreachable
+    ENVIRONMENT "${UROCE_TEST_ENV_COMMON};UROCE_DAEMON_NAME=ctest-rdmacm_${t}_test;UROCE_CM_RESPONSE_TIMEOUT=14;UROCE_CM_RETRIES=2")
 endforeach()
 
 # Unmodified Debian programs, server and client on this host (127.0.0.1 on
@@ -63,6 +64,8 @@ uroce_cm_pair(perftest_write_lat "ib_write_lat -R -n 1000" "ib_write_lat -R -n 1
 uroce_cm_pair(perftest_send_lat_ud "ib_send_lat -R -c UD -n 1000" "ib_send_lat -R -c UD -n 1000 127.0.0.1" "t_avg")
 uroce_cm_pair(perftest_write_bw_qp4 "ib_write_bw -R -q 4 -n 1000" "ib_write_bw -R -q 4 -n 1000 127.0.0.1" "BW average")
 uroce_cm_pair(perftest_read_bw "ib_read_bw -R -n 1000" "ib_read_bw -R -n 1000 127.0.0.1" "BW average")
+uroce_cm_pair(perftest_send_lat "ib_send_lat -R -n 1000" "ib_send_lat -R -n 1000 127.0.0.1" "t_avg")
+uroce_cm_pair(perftest_read_lat "ib_read_lat -R -n 1000" "ib_read_lat -R -n 1000 127.0.0.1" "t_avg")
 # rsockets: rdma-core's examples (-T v: the data checked; -T a: through rpoll),
 # and plain TCP programs under Debian's librspreload.so (socat receiving what
 # nc sends, checked: rsocket_copy.sh; iperf3)
@@ -114,6 +117,8 @@ uroce_cm_netns_pair(perftest_send_bw --wait-server "Waiting for client" "ib_send
 uroce_cm_netns_pair(perftest_send_lat --wait-server "Waiting for client" "ib_send_lat -R -n 200" "ib_send_lat -R -n 200 ${S}" "t_avg")
 uroce_cm_netns_pair(perftest_write_lat --wait-server "Waiting for client" "ib_write_lat -R -n 200" "ib_write_lat -R -n 200 ${S}" "t_avg")
 uroce_cm_netns_pair(perftest_read_bw --wait-server "Waiting for client" "ib_read_bw -R -s 4096 -n 200" "ib_read_bw -R -s 4096 -n 200 ${S}" "BW average")
+uroce_cm_netns_pair(perftest_write_bw --wait-server "Waiting for client" "ib_write_bw -R -s 4096 -n 200" "ib_write_bw -R -s 4096 -n 200 ${S}" "BW average")
+uroce_cm_netns_pair(perftest_read_lat --wait-server "Waiting for client" "ib_read_lat -R -n 200" "ib_read_lat -R -n 200 ${S}" "t_avg")
 uroce_cm_netns_pair(perftest_send_lat_ud --wait-server "Waiting for client" "ib_send_lat -R -c UD -n 200" "ib_send_lat -R -c UD -n 200 ${S}" "t_avg")
 # libfabric's verbs provider: its server asks for no address ("localhost"
 # inside the provider): a loopback bind takes no device, as the kernel's CM
