@@ -708,6 +708,23 @@ def group_cm(b):
         else:
             b.fail("cmtime", "uroce CM", "conn_rate" if kind == "rate" else "conn_lat", count,
                    "kconn/s" if kind == "rate" else "us", f"rc={rc}")
+    # Kernel rxe's CM in the qemu guest (TCG: emulated, see bench/rxe_cmtime.sh).
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "rxe_cmtime.sh")
+    rc, text = b.run("cm", "rxe-cmtime", ["bash", script, str(n)], timeout=900)
+    parts = re.split(r"^== cmtime -c (\d+)\s*$", text, flags=re.M)
+    got = {int(parts[i]): parse_cmtime(parts[i + 1]) for i in range(1, len(parts) - 1, 2)}
+    for count, kind in ((n, "rate"), (1, "lat")):
+        rows = got.get(count, {})
+        if rc == 0 and "connect" in rows:
+            total_ms, _max_ms, _min_us, per = rows["connect"]
+            if kind == "rate":
+                b.record("cmtime", "kernel rxe (qemu TCG guest)", "conn_rate", count, f"{1e6 / per / 1e3:.2f}",
+                         "kconn/s", extra=f"us_per_conn={per}")
+            else:
+                b.record("cmtime", "kernel rxe (qemu TCG guest)", "conn_lat", 1, f"{total_ms * 1e3:.1f}", "us")
+        elif rc != 77:
+            b.fail("cmtime", "kernel rxe (qemu TCG guest)", "conn_rate" if kind == "rate" else "conn_lat", count,
+                   "kconn/s" if kind == "rate" else "us", f"rc={rc}")
     port = b.next_port()
     t = os.path.join(b.bin, "tcp_connect")
     rc, text = b.run("cm", "tcp_connect", [t, "client", str(port), str(n)], server=[t, "server", str(port), "3"],

@@ -20,7 +20,6 @@ using cmproto::Msg;
 using cmproto::Op;
 
 constexpr size_t kMaxQueued = 16384;  // events waiting for a slow reader, then it is dropped
-constexpr size_t kMaxIdsPerConn = 65536;
 
 // Addresses are kept as the bytes of a sockaddr_in or sockaddr_in6, not
 // aligned for either: read and written through copies.

@@ -156,6 +156,8 @@ class CmService {
   /// gone): DREQ when connected, REJ while connecting.
   void wire_end(uint64_t handle, uint64_t now_ns, bool id_stays);
   void wire_expire(uint64_t now_ns);
+  /// Sends (and keeps, for a duplicate) a REJ for `handle`'s connection.
+  void send_rej(uint64_t handle, uint8_t message_rejected, uint16_t reason);
   /// Sends `mad` for `handle` and keeps it for repeating; with a timer
   /// (`retries` more sends, `timeout` as an exponent) or none.
   void wire_send(uint64_t handle, const std::array<uint8_t, wire::cm::kMadSize>& mad, uint64_t now_ns,
@@ -178,15 +180,31 @@ class CmService {
   /// How long a REQ goes unanswered before the CM gives up: every send
   /// and its wait (cm_wire.cc).
   uint64_t give_up_ns() const;
-  /// A new id for a request from the wire to `listener`, with `remote`.
-  uint64_t add_requested(uint64_t listener, std::unique_ptr<Remote> remote);
+  /// A REQ or SIDR REQ as it came: its MAD, where from and to, its
+  /// transaction and comm ID (SIDR: request ID).
+  struct Incoming {
+    std::span<const uint8_t> mad;
+    const link::IpAddr& from;
+    const link::IpAddr& to;
+    uint64_t tid;
+    uint32_t comm;
+  };
+  enum class Route { kListener, kWaits, kNoListener, kFull };
+  /// Finds the listener of a request (`datagram_req`: a SIDR REQ) from the
+  /// service ID and the RDMA CM header; with none it waits in wire_pending_
+  /// until `wait_until_ns`. kListener: *req holds the event's addresses, GIDs
+  /// (the header's), port space and listener.
+  Route route_request(const Incoming& in, uint64_t service_id, const wire::cm::CmaHeader& ch,
+                      bool datagram_req, uint64_t now_ns, uint64_t wait_until_ns, cmproto::Msg* req);
+  /// A new id for a request from the wire to req.listen_handle, with `remote`.
+  uint64_t add_requested(const Incoming& in, const cmproto::Msg& req, std::unique_ptr<Remote> remote);
 
   Hooks hooks_;
   CmTiming timing_;
   std::map<uint32_t, uint64_t> by_comm_;  // local comm ID -> id
   // (the other host, its comm ID or SIDR request ID) -> the id its request made
   std::map<std::pair<std::array<uint8_t, 16>, uint32_t>, uint64_t> by_request_;
-  std::multimap<uint64_t, uint64_t> timers_;  // deadline -> id (stale ones skipped)
+  std::multimap<uint64_t, uint64_t> timers_;      // deadline -> id (stale ones skipped)
   std::multimap<uint64_t, uint64_t> unanswered_;  // give-up time -> connecting id of this host
   uint64_t mads_dropped_ = 0;
   /// Whether an interface of this host has the address (of a sockaddr).
@@ -196,6 +214,8 @@ class CmService {
   /// How long a connect request waits for its listener before it is refused
   /// (connect() says why).
   static constexpr uint64_t kNoListenerWaitNs = 50 * 1000 * 1000;
+  /// Ids one client may hold (a listener's requests count to its client).
+  static constexpr size_t kMaxIdsPerConn = 65536;
   /// The same for a request sent to another host that answers "nothing
   /// listens" (REJ 8): sent again every kNoListenerRetryNs for this long.
   static constexpr uint64_t kRemoteListenerWaitNs = 250 * 1000 * 1000;

@@ -235,10 +235,51 @@ void CmService::wire_connect(uint64_t handle, const Msg& m, uint64_t now_ns) {
   wire_send(handle, mad, now_ns, true, rr.peer_timeout);
 }
 
-uint64_t CmService::add_requested(uint64_t listener, std::unique_ptr<Remote> remote) {
-  const Id& l = ids_.at(listener);
+CmService::Route CmService::route_request(const Incoming& in, uint64_t service_id, const cm::CmaHeader& ch,
+                                          bool datagram_req, uint64_t now_ns, uint64_t wait_until_ns,
+                                          Msg* req) {
+  const uint32_t ps = uint32_t(service_id >> 16);
+  link::IpAddr src, dst;
+  cma_addresses(ch, &src, &dst);
+  uint8_t src_sa[28], dst_sa[28];
+  to_sockaddr(dst, uint16_t(service_id), dst_sa);
+  to_sockaddr(src, ch.port, src_sa);
+  const bool ours = (service_id >> 32) == 0 && datagram(ps) == datagram_req;
+  const uint64_t lh = ours ? find_listener(ps, dst_sa) : 0;
+  if (lh == 0 && now_ns < wait_until_ns) {
+    // As a request between processes of this host waits (connect()).
+    if (!wire_waiting(in.from, in.comm)) {  // else a duplicate
+      wire_pending_.push_back(WirePending{{}, in.from, in.to, in.comm, wait_until_ns});
+      std::copy(in.mad.begin(), in.mad.begin() + cm::kMadSize, wire_pending_.back().mad.begin());
+    }
+    return Route::kWaits;
+  }
+  if (lh == 0) {
+    UROCE_INFO("uroced cm: request from %s for service %#llx at %s: no listener",
+               link::to_string(in.from).c_str(), (unsigned long long)service_id,
+               link::to_string(dst).c_str());
+    return Route::kNoListener;
+  }
+  if (conns_.at(ids_.at(lh).conn).ids.size() >= kMaxIdsPerConn) return Route::kFull;
+  memcpy(req->src, dst_sa, 28);  // as the listener's side sees it
+  memcpy(req->dst, src_sa, 28);
+  memcpy(req->sgid, dst.b, 16);
+  memcpy(req->dgid, src.b, 16);
+  req->listen_handle = lh;
+  req->ps = ps;
+  return Route::kListener;
+}
+
+uint64_t CmService::add_requested(const Incoming& in, const Msg& req, std::unique_ptr<Remote> remote) {
+  remote->local = in.to;
+  remote->peer = in.from;
+  remote->local_comm_id = new_comm_id();
+  remote->remote_comm_id = in.comm;
+  remote->tid = in.tid;
+  const Id& l = ids_.at(req.listen_handle);
   const uint64_t h = next_handle_++;
   Id s(l.conn, l.ps, State::kRequested);
+  memcpy(s.addr, req.src, sizeof(s.addr));
   s.remote = std::move(remote);
   by_comm_[s.remote->local_comm_id] = h;
   by_request_[{key(s.remote->peer), s.remote->remote_comm_id}] = h;
@@ -305,50 +346,28 @@ void CmService::on_req(const cm::MadHeader& h, std::span<const uint8_t> mad, con
     cm::encode(header(h.tid, cm::Attr::kRej), j, out);
     (void)hooks_.send_mad(to, from, out);
   };
-  const uint32_t ps = uint32_t(q.service_id >> 16);
-  const uint16_t port = uint16_t(q.service_id);
-  link::IpAddr src, dst;
-  cma_addresses(ch, &src, &dst);
-  uint8_t src_sa[28], dst_sa[28];
-  to_sockaddr(dst, port, dst_sa);
-  to_sockaddr(src, ch.port, src_sa);
-  const uint64_t lh = (q.service_id >> 32) == 0 && !datagram(ps) ? find_listener(ps, dst_sa) : 0;
-  if (lh == 0 && now_ns < wait_until_ns) {
-    // As a request between processes of this host waits (connect()).
-    if (wire_waiting(from, q.local_comm_id)) return;  // a duplicate
-    wire_pending_.push_back(WirePending{{}, from, to, q.local_comm_id, wait_until_ns});
-    std::copy(mad.begin(), mad.begin() + cm::kMadSize, wire_pending_.back().mad.begin());
-    return;
-  }
-  if (lh == 0) {
-    UROCE_INFO("uroced cm: REQ from %s for service %#llx at %s: no listener (REJ 8)",
-               link::to_string(from).c_str(), (unsigned long long)q.service_id, link::to_string(dst).c_str());
-    reject(cmproto::kRejInvalidServiceId);
-    return;
-  }
-  if (conns_.at(ids_.at(lh).conn).ids.size() >= 65536) {
-    reject(cmproto::kRejConsumer);
-    return;
+  Incoming in{mad, from, to, h.tid, q.local_comm_id};
+  Msg req{};
+  switch (route_request(in, q.service_id, ch, false, now_ns, wait_until_ns, &req)) {
+    case Route::kWaits:
+      return;
+    case Route::kNoListener:
+      reject(cmproto::kRejInvalidServiceId);
+      return;
+    case Route::kFull:
+      reject(cmproto::kRejConsumer);
+      return;
+    case Route::kListener:
+      break;
   }
   auto r = std::make_unique<Remote>();
-  r->local = to;
-  r->peer = from;
-  r->local_comm_id = new_comm_id();
-  r->remote_comm_id = q.local_comm_id;
-  r->tid = h.tid;
   r->remote_qpn = q.local_qpn;
   r->mtu = q.path_mtu;
   r->peer_timeout = q.local_cm_response_timeout;
   r->max_retries = q.max_cm_retries;
-  const uint64_t sh = add_requested(lh, std::move(r));
-  memcpy(ids_.at(sh).addr, dst_sa, 28);
-  Msg req{};
-  memcpy(req.src, dst_sa, 28);  // as the listener's side sees it
-  memcpy(req.dst, src_sa, 28);
-  memcpy(req.sgid, q.primary_remote_gid, 16);
+  const uint64_t sh = add_requested(in, req, std::move(r));
+  memcpy(req.sgid, q.primary_remote_gid, 16);  // as the listener's side sees it
   memcpy(req.dgid, q.primary_local_gid, 16);
-  req.listen_handle = lh;
-  req.ps = ps;
   req.flow_label = q.primary_flow_label;
   cmproto::Conn& c = req.conn;
   c.qpn = q.local_qpn;
@@ -375,45 +394,21 @@ void CmService::on_sidr_req(const cm::MadHeader& h, std::span<const uint8_t> mad
     return;
   }
   if (by_request_.count({key(from), q.request_id})) return;  // a duplicate: the program answers once
-  const uint32_t ps = uint32_t(q.service_id >> 16);
-  const uint16_t port = uint16_t(q.service_id);
-  link::IpAddr src, dst;
-  cma_addresses(ch, &src, &dst);
-  uint8_t src_sa[28], dst_sa[28];
-  to_sockaddr(dst, port, dst_sa);
-  to_sockaddr(src, ch.port, src_sa);
-  const uint64_t lh = (q.service_id >> 32) == 0 && datagram(ps) ? find_listener(ps, dst_sa) : 0;
-  if (lh == 0 && now_ns < wait_until_ns) {
-    if (wire_waiting(from, q.request_id)) return;  // a duplicate
-    wire_pending_.push_back(WirePending{{}, from, to, q.request_id, wait_until_ns});
-    std::copy(mad.begin(), mad.begin() + cm::kMadSize, wire_pending_.back().mad.begin());
-    return;
-  }
-  if (lh == 0) {
+  Incoming in{mad, from, to, h.tid, q.request_id};
+  Msg req{};
+  const Route route = route_request(in, q.service_id, ch, true, now_ns, wait_until_ns, &req);
+  if (route == Route::kWaits) return;
+  if (route != Route::kListener) {
     cm::SidrRep a;
     a.request_id = q.request_id;
-    a.status = cmproto::kSidrNoService;
+    a.status = route == Route::kFull ? cmproto::kSidrRejected : cmproto::kSidrNoService;
     a.service_id = q.service_id;
     MadBuf out{};
     cm::encode(header(h.tid, cm::Attr::kSidrRep), a, out);
     (void)hooks_.send_mad(to, from, out);
     return;
   }
-  auto r = std::make_unique<Remote>();
-  r->local = to;
-  r->peer = from;
-  r->local_comm_id = new_comm_id();
-  r->remote_comm_id = q.request_id;
-  r->tid = h.tid;
-  const uint64_t sh = add_requested(lh, std::move(r));
-  memcpy(ids_.at(sh).addr, dst_sa, 28);
-  Msg req{};
-  memcpy(req.src, dst_sa, 28);
-  memcpy(req.dst, src_sa, 28);
-  memcpy(req.sgid, dst.b, 16);
-  memcpy(req.dgid, src.b, 16);
-  req.listen_handle = lh;
-  req.ps = ps;
+  const uint64_t sh = add_requested(in, req, std::make_unique<Remote>());
   req.conn.private_data_len = cm::kSidrReqPrivate - cm::CmaHeader::kSize;
   memcpy(req.conn.private_data, q.private_data + cm::CmaHeader::kSize, req.conn.private_data_len);
   event(sh, cmproto::kEvConnectRequest, 0, &req);
@@ -492,12 +487,23 @@ void CmService::wire_establish(uint64_t handle) {
   id.state = State::kConnected;
 }
 
+void CmService::send_rej(uint64_t handle, uint8_t message_rejected, uint16_t reason) {
+  const Remote& r = *ids_.at(handle).remote;
+  cm::Rej j;
+  j.local_comm_id = r.local_comm_id;
+  j.remote_comm_id = r.remote_comm_id;
+  j.message_rejected = message_rejected;
+  j.reason = reason;
+  MadBuf mad{};
+  cm::encode(header(r.tid, cm::Attr::kRej), j, mad);
+  wire_send(handle, mad, 0, false, 0);  // kept: a duplicate gets it again
+}
+
 void CmService::wire_end(uint64_t handle, uint64_t now_ns, bool id_stays) {
   Id& id = ids_.at(handle);
   Remote& r = *id.remote;
   MadBuf mad{};
-  const bool connected = id.state == State::kConnected || id.state == State::kAccepted;
-  if (connected && !datagram(id.ps)) {
+  if (id.state == State::kConnected && !datagram(id.ps)) {
     cm::Dreq d;
     d.local_comm_id = r.local_comm_id;
     d.remote_comm_id = r.remote_comm_id;
@@ -506,15 +512,17 @@ void CmService::wire_end(uint64_t handle, uint64_t now_ns, bool id_stays) {
     // Sent again until the DREP comes while the id lives (no DREP: the
     // peer's CM is gone too; nothing to report).
     wire_send(handle, mad, now_ns, id_stays, r.peer_timeout);
-  } else if ((id.state == State::kConnecting || id.state == State::kRequested) && !datagram(id.ps)) {
-    cm::Rej j;
-    j.local_comm_id = r.local_comm_id;
-    j.remote_comm_id = r.remote_comm_id;
-    j.message_rejected = id.state == State::kConnecting ? (r.answered ? 1 : 2) : 0;
-    // A connecting side that goes: the request timed out; a listener's: refused.
-    j.reason = id.state == State::kConnecting ? cmproto::kRejTimeout : cmproto::kRejConsumer;
-    cm::encode(header(r.tid, cm::Attr::kRej), j, mad);
-    wire_send(handle, mad, 0, false, 0);
+  } else if (!datagram(id.ps) && id.state != State::kGone) {
+    // As the kernel's CM when an id goes before it is connected
+    // (cm_destroy_id): a REQ not answered yet is refused (the REJ names
+    // the REQ); a connect whose REQ got no answer yet ends as timed out;
+    // after a REP, either way, refused by the consumer.
+    if (id.state == State::kRequested)
+      send_rej(handle, cm::kRejectedReq, cmproto::kRejConsumer);
+    else if (id.state == State::kConnecting && !r.answered)
+      send_rej(handle, cm::kRejectedOther, cmproto::kRejTimeout);
+    else
+      send_rej(handle, cm::kRejectedOther, cmproto::kRejConsumer);
   }
   id.state = State::kGone;
   if (!id_stays) {
@@ -546,16 +554,7 @@ void CmService::wire_expire(uint64_t now_ns) {
     if (id.state == State::kConnecting || id.state == State::kAccepted) {
       // No REP (or no RTU) in all that time: a REJ says so to the other
       // side, and the program gets UNREACHABLE, as from the kernel's CM.
-      if (!datagram(id.ps)) {
-        cm::Rej j;
-        j.local_comm_id = r.local_comm_id;
-        j.remote_comm_id = r.remote_comm_id;
-        j.message_rejected = 2;  // "other": neither a REQ nor a REP received is refused
-        j.reason = cmproto::kRejTimeout;
-        MadBuf mad{};
-        cm::encode(header(r.tid, cm::Attr::kRej), j, mad);
-        (void)hooks_.send_mad(r.local, r.peer, mad);
-      }
+      if (!datagram(id.ps)) send_rej(handle, cm::kRejectedOther, cmproto::kRejTimeout);
       id.state = State::kGone;
       event(handle, cmproto::kEvUnreachable, -ETIMEDOUT);
     }

@@ -191,7 +191,8 @@ using rsn::Rsocket;
 
 UROCE_EXPORT int rsocket(int domain, int type, int protocol) {
   const int kind = type & ~(SOCK_CLOEXEC | SOCK_NONBLOCK);
-  if ((domain != AF_INET && domain != AF_INET6) || kind != SOCK_STREAM || (protocol && protocol != IPPROTO_TCP))
+  if ((domain != AF_INET && domain != AF_INET6) || kind != SOCK_STREAM ||
+      (protocol && protocol != IPPROTO_TCP))
     return errno = ENOTSUP, -1;
   Rsocket* rs = rsn::make_socket(domain, nullptr);
   if (!rs) return -1;

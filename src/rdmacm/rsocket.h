@@ -48,9 +48,9 @@ static_assert(sizeof(WireSge) == 16);
 
 /// The private data of the connection request and reply (rs_conn_data).
 struct ConnData {
-  uint8_t version;     // 1
-  uint8_t flags;       // kConnFlag*
-  uint16_t credits;    // big-endian: receive queue size
+  uint8_t version;   // 1
+  uint8_t flags;     // kConnFlag*
+  uint16_t credits;  // big-endian: receive queue size
   uint8_t reserved[3];
   uint8_t iomap_scale;  // the iomap table's size (scaled, see scale_to_value)
   WireSge target_sgl;   // big-endian: the credit array (length: entries)
@@ -75,11 +75,11 @@ constexpr uint32_t imm_of(uint32_t op, uint32_t data) { return op << 29 | data; 
 constexpr uint32_t op_of(uint32_t imm) { return imm >> 29; }
 constexpr uint32_t data_of(uint32_t imm) { return imm & 0x1fffffff; }
 
-constexpr uint32_t kSendLowWater = 2048;    // RS_SNDLOWAT: a send needs this much room
-constexpr uint32_t kFirstXfer = 2048;       // a long send starts with this, doubling
-constexpr uint32_t kMaxXfer = 65536;        // ... up to this per WRITE
-constexpr uint32_t kCtrlSlots = 4;          // control messages in flight
-constexpr uint32_t kSglSize = 2;            // entries in the credit array
+constexpr uint32_t kSendLowWater = 2048;  // RS_SNDLOWAT: a send needs this much room
+constexpr uint32_t kFirstXfer = 2048;     // a long send starts with this, doubling
+constexpr uint32_t kMaxXfer = 65536;      // ... up to this per WRITE
+constexpr uint32_t kCtrlSlots = 4;        // control messages in flight
+constexpr uint32_t kSglSize = 2;          // entries in the credit array
 constexpr uint16_t kQpMin = 16, kQpMax = 0xfffe;
 constexpr uint64_t kRecvFlag = uint64_t(1) << 63;  // wr_id of a receive
 
@@ -138,7 +138,7 @@ struct Rsocket {
   uint8_t* tbuf = nullptr;  // credit array, then the iomap table: the peer writes here
   size_t tbuf_len = 0;
   ibv_mr* tmr = nullptr;
-  int target_sge = 0;  // the credit array's entry being filled
+  int target_sge = 0;                   // the credit array's entry being filled
   uint16_t sseq_no = 0, sseq_comp = 0;  // messages sent, limit
   int sqe_avail = 0;
   uint32_t ctrl_seqno = 0, ctrl_max_seqno = kCtrlSlots;

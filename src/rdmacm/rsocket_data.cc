@@ -38,7 +38,8 @@ int post_recv(Rsocket* rs) {
 
 /// A WRITE WITH IMMEDIATE (no data: only the immediate arrives). Its wr_id
 /// is the immediate, so its completion says what it freed.
-int post_write_imm(Rsocket* rs, ibv_sge* sgl, int nsge, uint32_t imm, int flags, uint64_t addr, uint32_t rkey) {
+int post_write_imm(Rsocket* rs, ibv_sge* sgl, int nsge, uint32_t imm, int flags, uint64_t addr,
+                   uint32_t rkey) {
   ibv_send_wr wr{};
   ibv_send_wr* bad;
   wr.wr_id = imm;
@@ -54,7 +55,8 @@ int post_write_imm(Rsocket* rs, ibv_sge* sgl, int nsge, uint32_t imm, int flags,
   return rc ? -1 : 0;
 }
 
-int post_write(Rsocket* rs, ibv_sge* sgl, int nsge, uint32_t wr_data, int flags, uint64_t addr, uint32_t rkey) {
+int post_write(Rsocket* rs, ibv_sge* sgl, int nsge, uint32_t wr_data, int flags, uint64_t addr,
+               uint32_t rkey) {
   ibv_send_wr wr{};
   ibv_send_wr* bad;
   wr.wr_id = wr_data;
@@ -99,7 +101,8 @@ void send_credits(Rsocket* rs) {
     return;
   }
   WireSge s;
-  put_sge(&s, reinterpret_cast<uintptr_t>(rs->rbuf + rs->rbuf_free_offset), rs->rmr->rkey, half, rs->swap_sgl);
+  put_sge(&s, reinterpret_cast<uintptr_t>(rs->rbuf + rs->rbuf_free_offset), rs->rmr->rkey, half,
+          rs->swap_sgl);
   ibv_sge sge{};
   int flags = 0;
   if (rs->sq_inline >= sizeof s) {
@@ -252,7 +255,9 @@ bool conn_can_send(Rsocket* rs) { return can_send(rs) || !(rs->state & kWritable
 bool conn_have_rdata(Rsocket* rs) { return have_rdata(rs) || !(rs->state & kReadable); }
 bool conn_ctrl_free(Rsocket* rs) { return ctrl_avail(rs) || !(rs->state & kConnected); }
 
-bool nonblocking(const Rsocket* rs, int flags) { return (rs->fs_flags & O_NONBLOCK) || (flags & MSG_DONTWAIT); }
+bool nonblocking(const Rsocket* rs, int flags) {
+  return (rs->fs_flags & O_NONBLOCK) || (flags & MSG_DONTWAIT);
+}
 
 /// Publishes the riomap'd buffers the peer has not heard of.
 int send_iomaps(Rsocket* rs, std::unique_lock<std::mutex>& lk, int flags) {
@@ -270,7 +275,8 @@ int send_iomaps(Rsocket* rs, std::unique_lock<std::mutex>& lk, int flags) {
     }
     IomapEntry e;
     e.offset = rs->swap_sgl ? __builtin_bswap64(m.offset) : m.offset;
-    put_sge(&e.sge, reinterpret_cast<uintptr_t>(m.mr->addr), m.mr->rkey, uint32_t(m.mr->length), rs->swap_sgl);
+    put_sge(&e.sge, reinterpret_cast<uintptr_t>(m.mr->addr), m.mr->rkey, uint32_t(m.mr->length),
+            rs->swap_sgl);
     iovec v{&e, sizeof e};
     const iovec* cur = &v;
     size_t off = 0;
@@ -295,7 +301,8 @@ bool can_send(Rsocket* rs) {
 }
 
 bool all_sends_done(Rsocket* rs) {
-  return int(rs->ctrl_max_seqno - rs->ctrl_seqno) + rs->sqe_avail == int(rs->sq_size) || !(rs->state & kConnected);
+  return int(rs->ctrl_max_seqno - rs->ctrl_seqno) + rs->sqe_avail == int(rs->sq_size) ||
+         !(rs->state & kConnected);
 }
 
 int create_ep(Rsocket* rs) {

@@ -252,7 +252,8 @@ UROCE_EXPORT ssize_t rsend(int fd, const void* buf, size_t len, int flags) {
   return rsi::send_iov(rs, &v, 1, flags);
 }
 
-UROCE_EXPORT ssize_t rsendto(int fd, const void* buf, size_t len, int flags, const sockaddr* dst, socklen_t dstlen) {
+UROCE_EXPORT ssize_t rsendto(int fd, const void* buf, size_t len, int flags, const sockaddr* dst,
+                             socklen_t dstlen) {
   if (dst || dstlen) return errno = EISCONN, -1;
   return rsend(fd, buf, len, flags);
 }

@@ -63,7 +63,8 @@ UROCE_EXPORT int rsetsockopt(int fd, int level, int name, const void* val, sockl
     case SOL_SOCKET:
       switch (name) {
         case SO_REUSEADDR:
-          rdma_set_option(rs->id, RDMA_OPTION_ID, RDMA_OPTION_ID_REUSEADDR, const_cast<void*>(val), sizeof(int));
+          rdma_set_option(rs->id, RDMA_OPTION_ID, RDMA_OPTION_ID_REUSEADDR, const_cast<void*>(val),
+                          sizeof(int));
           set_bit(&rs->so_opts, name, v);
           return 0;
         case SO_RCVBUF:
@@ -87,7 +88,8 @@ UROCE_EXPORT int rsetsockopt(int fd, int level, int name, const void* val, sockl
     case IPPROTO_IP:
       if (name != IP_TOS) return errno = ENOTSUP, -1;
       rs->ip_tos = v;
-      return rdma_set_option(rs->id, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, const_cast<void*>(val), sizeof(uint8_t));
+      return rdma_set_option(rs->id, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, const_cast<void*>(val),
+                             sizeof(uint8_t));
     case IPPROTO_TCP:
       switch (name) {
         case TCP_KEEPIDLE:
@@ -109,7 +111,8 @@ UROCE_EXPORT int rsetsockopt(int fd, int level, int name, const void* val, sockl
     case IPPROTO_IPV6:
       if (name != IPV6_V6ONLY) return errno = ENOTSUP, -1;
       set_bit(&rs->ipv6_opts, name, v);
-      return rdma_set_option(rs->id, RDMA_OPTION_ID, RDMA_OPTION_ID_AFONLY, const_cast<void*>(val), sizeof(int));
+      return rdma_set_option(rs->id, RDMA_OPTION_ID, RDMA_OPTION_ID_AFONLY, const_cast<void*>(val),
+                             sizeof(int));
     case SOL_RDMA:
       if (rs->state >= rso::kOpening) return errno = EINVAL, -1;
       switch (name) {

@@ -111,6 +111,9 @@ struct Rep {
   uint8_t private_data[kRepPrivate] = {};
 };
 
+/// REJ's "message rejected" (12.6.7): what the REJ answers.
+constexpr uint8_t kRejectedReq = 0, kRejectedRep = 1, kRejectedOther = 2;
+
 /// REJ (12.6.7, Table 105).
 struct Rej {
   uint32_t local_comm_id = 0;

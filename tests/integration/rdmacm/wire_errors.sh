@@ -50,12 +50,19 @@ check "no host: UNREACHABLE -ETIMEDOUT" "$work/2.out" 'RDMA_CM_EVENT_UNREACHABLE
 "${in_server[@]}" rping -s -a "$addr" -C 0 >"$work/3s.out" 2>&1 &
 server=$!
 client_rc=
+# A client that ends without pinging was refused (the server was not
+# listening yet): start another. One still connecting is waited for (a
+# loaded machine can take seconds): a second client would find the
+# one-connection rping server gone.
 for _ in 1 2 3 4 5; do
   "${in_client[@]}" timeout 30 rping -c -a "$addr" -C 0 -v >"$work/3.out" 2>&1 &
   client=$!
-  sleep 1
-  if grep -q 'ping data' "$work/3.out"; then break; fi
-  wait "$client"  # refused: the server was not listening yet
+  for ((t = 0; t < 200; t++)); do
+    grep -q 'ping data' "$work/3.out" && break 2
+    kill -0 "$client" 2>/dev/null || break
+    sleep 0.1
+  done
+  wait "$client"
 done
 kill -KILL "$server" 2>/dev/null
 wait "$server" 2>/dev/null
