@@ -339,6 +339,13 @@ def targets(d):
     v, t = best("tag_bw", UCX_SHM, "rate", 2, max)
     out.append(("ib_send_bw 2 B rate with post lists ≥ UCX shm tag_bw rate", r, v.med, "ge",
                 f"tag_bw 2 B, {t} (the faster of posix/sysv)", [v]))
+    rate = conn_stat(d, CM_UROCE, "conn_rate")
+    if rate.n:
+        # Issue 16: connection set-up through the CM on one host (cmtime over uroce_lo).
+        out.append(("CM: one connection on one host (cmtime -c 1) ≤ 100 µs", conn_stat(d, CM_UROCE, "conn_lat"),
+                    100.0, "le", "fixed target", []))
+        out.append(("CM: connections at once (cmtime -c 1000) ≥ 10,000 conn/s (10 kconn/s)", rate, 10.0, "ge",
+                    "fixed target", []))
     res = []
     for text, u, thr, how, basis, inputs in out:
         # A measurement whose runs differ by more than 1.5x (this VM's two cross-core modes can
@@ -350,6 +357,36 @@ def targets(d):
             basis += f" (uroce runs {fmt(u.lo)}–{fmt(u.hi)})"
         res.append((text, u.med, thr, how, basis, u.fallback or any(x.fallback for x in inputs)))
     return res
+
+
+# ------------------------------------------------ connection set-up ------
+CM_UROCE = ("cmtime", "uroce CM")
+CM_PEERS = [("cmtime", "kernel rxe (qemu TCG guest)"), ("tcp_connect", "TCP")]
+
+
+def conn_stat(d, who, kind):
+    """The Stat of a connection row (rate: its size is the connection count)."""
+    tool, transport = who
+    keys = [k for k in d.points if k[:3] == (tool, transport, kind)]
+    return d.stat(*keys[0]) if keys else Stat([])
+
+
+def conn_table(d):
+    """Markdown rows: uroce's CM beside kernel rxe's and TCP connects."""
+    if not conn_stat(d, CM_UROCE, "conn_rate").n:
+        return []
+    head = "| metric | unit | uroce CM median [min–max] | " + " | ".join(
+        f"{t} (uroce/peer)" for _, t in CM_PEERS) + " |"
+    rows = [head, "|---|---|---|" + "---|" * len(CM_PEERS)]
+    for kind, label, unit in (("conn_rate", "connections at once (rate)", "kconn/s"),
+                              ("conn_lat", "one connection (latency)", "µs")):
+        u = conn_stat(d, CM_UROCE, kind)
+        cells = []
+        for who in CM_PEERS:
+            p = conn_stat(d, who, kind)
+            cells.append(f"{p.cell(False)} ({fmt_ratio(u.med / p.med)})" if p.med and u.med else p.cell(False))
+        rows.append(f"| {label} | {unit} | {u.cell()} | " + " | ".join(cells) + " |")
+    return rows
 
 
 def target_rows(d):
@@ -633,7 +670,7 @@ def write_results(d, args, tgt, table_md, plot_rel):
              " measurement when there is at least one, else all its runs and the cell is marked †"
              " (the \"Every measurement\" table has both).")
     L.append("")
-    L.append("## Targets (issue 3: shared-memory link; issue 4: UDP link)")
+    L.append("## Targets (issue 3: shared-memory link; issue 4: UDP link; issue 16: the CM)")
     L.append("")
     L.append("Ratios from this one run (a benchmark, not a test). † on a verdict: uroce's value or the"
              " bound came from a measurement without any clean run (see Conditions), so the verdict is"
@@ -684,6 +721,20 @@ def write_results(d, args, tgt, table_md, plot_rel):
              " perftest means are in the raw data (`value_avg`). Bandwidth is payload bytes per second"
              " (1e9 B/s; perftest's MsgRate × size, UCX's MiB/s converted).")
     L.append("")
+    cm = conn_table(d)
+    if cm:
+        L.append("## Connection set-up (issue 16)")
+        L.append("")
+        L.append("rdmacm-utils' `cmtime`: `-c 1000` connects 1000 ids at once (the rate is 1 / its"
+                 " \"connect\" µs per connection), `-c 1` one alone (its \"connect\" total). uroce CM ="
+                 " server and client on `uroce_lo` (127.0.0.1), each pinned to a vCPU; kernel rxe ="
+                 " both in the qemu guest of ../shared/interop/rxe-qemu over rxe0 (`bench/rxe_cmtime.sh`;"
+                 " the guest runs under TCG, every instruction emulated, so its numbers are the kernel's"
+                 " path on a much slower CPU); TCP = `bench/src/tcp_connect.c`, 1000 non-blocking"
+                 " connects at once and one alone, on 127.0.0.1.")
+        L.append("")
+        L += cm
+        L.append("")
     L.append("## Plots")
     L.append("")
     for p in plot_rel:
