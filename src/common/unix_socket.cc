@@ -42,7 +42,10 @@ ssize_t send_msg_fd(int sock, const void* buf, size_t len, int fd) {
 
 ssize_t recv_msg_fd(int sock, void* buf, size_t len, int* fd, int timeout_ms) {
   if (fd) *fd = -1;
-  if (timeout_ms >= 0) {
+  int flags = MSG_CMSG_CLOEXEC;
+  if (timeout_ms == 0) {
+    flags |= MSG_DONTWAIT;  // no poll() first: one system call per message, not two
+  } else if (timeout_ms > 0) {
     pollfd p{sock, POLLIN, 0};
     int r;
     do {
@@ -60,9 +63,9 @@ ssize_t recv_msg_fd(int sock, void* buf, size_t len, int* fd, int timeout_ms) {
   msg.msg_controllen = sizeof(cbuf);
   ssize_t n;
   do {
-    n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+    n = recvmsg(sock, &msg, flags);
   } while (n < 0 && errno == EINTR);
-  if (n < 0) return -errno;
+  if (n < 0) return (errno == EAGAIN && timeout_ms == 0) ? -ETIMEDOUT : -errno;
   for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
     if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
       int got;

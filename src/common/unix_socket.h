@@ -17,7 +17,8 @@ socklen_t make_abstract_addr(const std::string& name, sockaddr_un* addr);
 /// Sends one message with up to one fd attached (fd < 0: none). Returns bytes or -errno.
 ssize_t send_msg_fd(int sock, const void* buf, size_t len, int fd);
 /// Receives one message and an optional attached fd (*fd = -1 if none).
-/// `timeout_ms` < 0 waits forever (only for the daemon's own loop). Returns bytes or -errno.
+/// `timeout_ms` < 0 waits forever, 0 does not wait (-ETIMEDOUT when nothing is
+/// there; no poll() first). Returns bytes or -errno.
 ssize_t recv_msg_fd(int sock, void* buf, size_t len, int* fd, int timeout_ms);
 
 }  // namespace uroce
