@@ -11,6 +11,8 @@
 #include <poll.h>
 #include <rdma/rsocket.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <thread>
@@ -206,6 +208,37 @@ TEST(Rsocket, RiowriteLandsInTheMappedBuffer) {
   EXPECT_EQ(memcmp(target.data() + 1000, data.data(), data.size()), 0);
   EXPECT_EQ(target[999], 0);
   EXPECT_EQ(riounmap(p.server, target.data(), target.size()), 0);
+}
+
+// The peer's process ends without closing (as a crash would): its CM tells
+// this side, whose receive then ends the stream (after the data that came)
+// and whose send fails, as a TCP socket's would after a reset.
+TEST(Rsocket, APeerProcessThatDiesEndsTheStream) {
+  int ls = listener(7307);
+  ASSERT_GE(ls, 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    int c = connected(7307);
+    if (c < 0 || rsend(c, "bye", 3, 0) != 3) _exit(1);
+    usleep(100 * 1000);  // let it arrive
+    _exit(0);            // no rclose: the process just ends
+  }
+  ASSERT_TRUE(await(ls, POLLIN) & POLLIN);
+  int s = raccept(ls, nullptr, nullptr);
+  ASSERT_GE(s, 0);
+  char b[3];
+  ASSERT_EQ(rrecv(s, b, 3, MSG_WAITALL), 3);
+  EXPECT_EQ(memcmp(b, "bye", 3), 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_TRUE(await(s, POLLIN) & (POLLIN | POLLHUP));
+  EXPECT_EQ(rrecv(s, b, 1, 0), 0);
+  EXPECT_EQ(rsend(s, "x", 1, 0), -1);
+  EXPECT_EQ(errno, ECONNRESET);
+  rclose(s);
+  rclose(ls);
 }
 
 }  // namespace
