@@ -16,6 +16,12 @@
 namespace uroce::cmproto {
 
 constexpr uint32_t kVersion = 1;
+/// kCmOpen's `event` on a process's second connection, its call channel:
+/// requests and their answers only (listen_handle: the token its event
+/// connection's open answered with, in `handle`). Its ids belong to the
+/// event connection, which gets their events. No answer to a request with
+/// seq 0 (the library posts it).
+constexpr uint32_t kCallChannel = 1;
 constexpr uint32_t kMaxPrivateData = 196;  // the largest private data field of a CM message (REP)
 
 enum class Op : uint32_t {

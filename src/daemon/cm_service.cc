@@ -149,6 +149,7 @@ void CmService::on_writable(int fd) {
 }
 
 void CmService::reply(int fd, const Msg& req, int status, const Msg* body) {
+  if (req.seq == 0) return;  // posted: nobody waits for an answer
   Msg r = body ? *body : Msg{};
   r.op = req.op;
   r.seq = req.seq;
@@ -170,8 +171,37 @@ void CmService::event(uint64_t handle, uint32_t type, int status, const Msg* bod
 }
 
 void CmService::adopt(int fd, pid_t pid, const Msg& open) {
-  conns_[fd] = Conn{pid, {}, {}};
-  reply(fd, open, open.arg == cmproto::kVersion ? 0 : EPROTO);
+  Conn c{pid, {}, {}};
+  int status = open.arg == cmproto::kVersion ? 0 : EPROTO;
+  if (open.event == cmproto::kCallChannel) {
+    // Only the process that opened the event connection may call for it.
+    auto t = by_token_.find(open.listen_handle);
+    if (t == by_token_.end() || conns_.at(t->second).pid != pid)
+      status = EPERM;
+    else
+      c.events_of = open.listen_handle;
+  } else {
+    do {
+      if (getrandom(&c.token, sizeof(c.token), 0) != sizeof(c.token))
+        c.token = next_handle_ * 0x9E3779B97F4A7C15ull;
+    } while (c.token == 0 || by_token_.count(c.token));
+    by_token_[c.token] = fd;
+  }
+  conns_[fd] = std::move(c);
+  Msg r{};
+  r.op = open.op;
+  r.seq = open.seq;
+  r.status = status;
+  r.handle = conns_.at(fd).token;
+  send(fd, r);
+  if (status == EPERM) drops_.insert(fd);
+}
+
+int CmService::owner_of(int fd) const {
+  const Conn& c = conns_.at(fd);
+  if (!c.events_of) return fd;
+  auto t = by_token_.find(c.events_of);
+  return t == by_token_.end() ? -1 : t->second;
 }
 
 int CmService::bind(Id& id, uint64_t handle, uint8_t* addr) {
@@ -385,7 +415,13 @@ void CmService::on_message(int fd, const void* buf, size_t len, uint64_t now_ns)
   }
   Msg m;
   memcpy(&m, buf, sizeof(m));
-  Conn& conn = conns_.at(fd);
+  // A call channel acts for its event connection: the ids are that one's.
+  const int owner = owner_of(fd);
+  if (owner < 0) {
+    drops_.insert(fd);
+    return;
+  }
+  Conn& conn = conns_.at(owner);
   const Op op = Op(m.op);
   if (op == Op::kCreateId) {
     if (conn.ids.size() >= kMaxIdsPerConn) {
@@ -393,7 +429,7 @@ void CmService::on_message(int fd, const void* buf, size_t len, uint64_t now_ns)
       return;
     }
     const uint64_t h = next_handle_++;
-    ids_.emplace(h, Id(fd, m.ps));
+    ids_.emplace(h, Id(owner, m.ps));
     conn.ids.insert(h);
     Msg r{};
     r.handle = h;
@@ -401,7 +437,7 @@ void CmService::on_message(int fd, const void* buf, size_t len, uint64_t now_ns)
     return;
   }
   auto it = ids_.find(m.handle);
-  if (it == ids_.end() || it->second.conn != fd) {
+  if (it == ids_.end() || it->second.conn != owner) {
     reply(fd, m, EINVAL);
     return;
   }
@@ -548,6 +584,9 @@ void CmService::close(int fd) {
   drops_.erase(fd);
   auto it = conns_.find(fd);
   if (it == conns_.end()) return;
+  // An event connection's call channel then has no one to act for: its
+  // next message drops it (owner_of).
+  if (it->second.token) by_token_.erase(it->second.token);
   const std::set<uint64_t> ids = it->second.ids;
   conns_.erase(it);  // no event goes to a closed client
   for (uint64_t h : ids) destroy(h);

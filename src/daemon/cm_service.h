@@ -127,7 +127,12 @@ class CmService {
     pid_t pid;
     std::deque<cmproto::Msg> out;  // events the socket could not take yet
     std::set<uint64_t> ids;
+    uint64_t token = 0;      // an event connection's, for its call channel to name
+    uint64_t events_of = 0;  // a call channel: its event connection's token
   };
+  /// The connection that owns what `fd` asks for: itself, or for a call
+  /// channel its event connection (-1: that one is gone).
+  int owner_of(int fd) const;
 
   void reply(int fd, const cmproto::Msg& req, int status, const cmproto::Msg* body = nullptr);
   bool send(int fd, const cmproto::Msg& m);
@@ -221,6 +226,7 @@ class CmService {
   static constexpr uint64_t kRemoteListenerWaitNs = 250 * 1000 * 1000;
   static constexpr uint64_t kNoListenerRetryNs = 10 * 1000 * 1000;
   std::map<int, Conn> conns_;
+  std::map<uint64_t, int> by_token_;  // event connection token -> fd
   std::map<uint64_t, Id> ids_;
   uint64_t next_handle_ = 1;
   std::set<int> drops_;

@@ -26,15 +26,16 @@ using cmproto::Op;
 constexpr auto kCallTimeout = std::chrono::seconds(30);
 
 struct Link {
-  int fd = -1;
+  int fd = -1;  // events from uroced (the reader's)
   bool dead = false;
-  uint64_t next_seq = 1;
-  std::mutex mu;  // everything below, and the ids' lifetime against events
-  std::condition_variable answered;
-  std::map<uint64_t, Msg*> waiting;         // seq -> where the answer goes
-  std::map<uint64_t, bool> done;            // seq -> answered
+  uint64_t token = 0;  // what uroced answered the open with: names this link to the call channel
+  std::mutex mu;       // `dead`, `ids`, and the ids' lifetime against events
   std::unordered_map<uint64_t, CmId*> ids;  // handle -> id
-  std::mutex send_mu;
+  // The call channel: requests and their answers, read by the caller itself
+  // (no hand-off through the reader thread), in one order with the posts.
+  std::mutex call_mu;  // everything below
+  int cfd = -1;
+  uint64_t next_seq = 1;
 };
 
 Link* g_link = nullptr;
@@ -46,20 +47,52 @@ void reader(Link* l) {
     ssize_t n = recv(l->fd, &m, sizeof(m), 0);
     if (n < 0 && errno == EINTR) continue;
     if (n != ssize_t(sizeof(m))) break;
+    if (m.op != uint32_t(Op::kEvent)) continue;  // an answer on the event link: nobody waits
     std::unique_lock<std::mutex> g(l->mu);
-    if (m.op == uint32_t(Op::kEvent)) {
-      on_cm_event(m);
-      continue;
-    }
-    auto it = l->waiting.find(m.seq);
-    if (it == l->waiting.end()) continue;  // an answer nobody waits for (cm_post)
-    *it->second = m;
-    l->done[m.seq] = true;
-    l->answered.notify_all();
+    on_cm_event(m);
   }
   std::lock_guard<std::mutex> g(l->mu);
   l->dead = true;
-  l->answered.notify_all();
+}
+
+/// Connects to uroced's CM and sends `open`; the answer in *ans. -1 or the fd.
+int open_cm(const Msg& open, Msg* ans) {
+  int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  sockaddr_un addr;
+  socklen_t alen = make_abstract_addr(control::daemon_socket_name(), &addr);
+  timeval tv{5, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), alen) != 0 ||
+      send(fd, &open, sizeof(open), MSG_NOSIGNAL) != ssize_t(sizeof(open)) ||
+      recv(fd, ans, sizeof(*ans), 0) != ssize_t(sizeof(*ans)) || ans->status != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+/// The call channel, opened at first need (call_mu held). -1: none.
+int call_fd(Link* l) {
+  if (l->cfd >= 0) return l->cfd;
+  Msg open{};
+  open.op = uint32_t(Op::kCmOpen);
+  open.arg = cmproto::kVersion;
+  open.event = cmproto::kCallChannel;
+  open.listen_handle = l->token;
+  Msg ans{};
+  l->cfd = open_cm(open, &ans);
+  if (l->cfd >= 0) {
+    const timeval tv{std::chrono::duration_cast<std::chrono::seconds>(kCallTimeout).count(), 0};
+    setsockopt(l->cfd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  }
+  return l->cfd;
+}
+
+/// After a failed exchange the channel's order is lost: the next call opens another.
+void drop_call_fd(Link* l) {
+  close(l->cfd);
+  l->cfd = -1;
 }
 
 void after_fork_child() {
@@ -73,35 +106,23 @@ Link* link() {
   if (g_link) return g_link;
   static bool atfork = (pthread_atfork(nullptr, nullptr, after_fork_child), true);
   (void)atfork;
-  int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-  if (fd < 0) return nullptr;
-  sockaddr_un addr;
-  socklen_t alen = make_abstract_addr(control::daemon_socket_name(), &addr);
   Msg open{};
   open.op = uint32_t(Op::kCmOpen);
   open.arg = cmproto::kVersion;
   Msg ans{};
-  timeval tv{5, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), alen) != 0 ||
-      send(fd, &open, sizeof(open), MSG_NOSIGNAL) != ssize_t(sizeof(open)) ||
-      recv(fd, &ans, sizeof(ans), 0) != ssize_t(sizeof(ans)) || ans.status != 0) {
-    close(fd);
+  const int fd = open_cm(open, &ans);
+  if (fd < 0) {
     errno = ENODEV;
     return nullptr;
   }
-  tv = {0, 0};
+  timeval tv{0, 0};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
   auto* l = new Link();  // lives for the process, as its reader does
   l->fd = fd;
+  l->token = ans.handle;
   std::thread(reader, l).detach();
   g_link = l;
   return l;
-}
-
-int send_locked(Link* l, Msg* m) {
-  std::lock_guard<std::mutex> g(l->send_mu);
-  return send(l->fd, m, sizeof(*m), MSG_NOSIGNAL) == ssize_t(sizeof(*m)) ? 0 : ECONNRESET;
 }
 
 }  // namespace
@@ -109,27 +130,44 @@ int send_locked(Link* l, Msg* m) {
 int cm_call(Msg* m) {
   Link* l = link();
   if (!l) return ENODEV;
-  std::unique_lock<std::mutex> g(l->mu);
-  if (l->dead) return ECONNRESET;
+  {
+    std::lock_guard<std::mutex> g(l->mu);
+    if (l->dead) return ECONNRESET;
+  }
+  std::lock_guard<std::mutex> c(l->call_mu);
+  const int fd = call_fd(l);
+  if (fd < 0) return ECONNRESET;
   const uint64_t seq = l->next_seq++;
   m->seq = seq;
-  l->waiting[seq] = m;
-  g.unlock();
-  int rc = send_locked(l, m);
-  g.lock();
-  if (rc == 0 && !l->answered.wait_for(g, kCallTimeout, [&] { return l->done.count(seq) || l->dead; }))
-    rc = ETIMEDOUT;
-  if (rc == 0 && !l->done.count(seq)) rc = ECONNRESET;
-  l->waiting.erase(seq);
-  l->done.erase(seq);
-  return rc != 0 ? rc : m->status;
+  if (send(fd, m, sizeof(*m), MSG_NOSIGNAL) != ssize_t(sizeof(*m))) {
+    drop_call_fd(l);
+    return ECONNRESET;
+  }
+  for (;;) {
+    Msg r;
+    const ssize_t n = recv(fd, &r, sizeof(r), 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n != ssize_t(sizeof(r))) {
+      const int err = (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) ? ETIMEDOUT : ECONNRESET;
+      drop_call_fd(l);
+      return err;
+    }
+    if (r.seq != seq) continue;  // an answer to a post (an older uroced answers those)
+    *m = r;
+    return m->status;
+  }
 }
 
 int cm_post(Msg* m) {
   Link* l = g_link;  // the reader runs: the link exists
   if (!l) return ENODEV;
+  std::lock_guard<std::mutex> c(l->call_mu);
+  const int fd = call_fd(l);
+  if (fd < 0) return ECONNRESET;
   m->seq = 0;
-  return send_locked(l, m);
+  if (send(fd, m, sizeof(*m), MSG_NOSIGNAL) == ssize_t(sizeof(*m))) return 0;
+  drop_call_fd(l);
+  return ECONNRESET;
 }
 
 int cm_ensure_handle(CmId* id) {
