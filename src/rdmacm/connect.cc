@@ -258,7 +258,9 @@ UROCE_EXPORT int rdma_connect(rdma_cm_id* cm_id, rdma_conn_param* param) {
   memcpy(m.sgid, cm_id->route.addr.addr.ibaddr.sgid.raw, 16);
   memcpy(m.dgid, cm_id->route.addr.addr.ibaddr.dgid.raw, 16);
   id->state = IdState::kConnecting;
-  if (int rc = cm_call(&m); rc != 0) {
+  // Posted: uroced refuses a connect only from a state this id is not in;
+  // what happens to it comes as an event, as from the kernel's CM.
+  if (int rc = cm_post(&m); rc != 0) {
     id->state = IdState::kRouteResolved;
     return fail(rc);
   }
@@ -287,7 +289,9 @@ UROCE_EXPORT int rdma_accept(rdma_cm_id* cm_id, rdma_conn_param* param) {
     }
   }
   id->state = IdState::kAccepted;
-  if (int rc = cm_call(&m); rc != 0) {
+  // Posted, as a connect: a request whose client went is answered by the
+  // event that says so (REJECTED or DISCONNECTED), which uroced sent already.
+  if (int rc = cm_post(&m); rc != 0) {
     id->state = IdState::kRequested;
     return fail(rc);
   }

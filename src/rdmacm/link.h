@@ -16,8 +16,9 @@ namespace uroce::rdmacm {
 /// Sends `m` (its seq is set here) and waits for the answer, which replaces
 /// `m`. Returns 0 or an errno: the answer's status, or why there was none.
 int cm_call(cmproto::Msg* m);
-/// Sends `m` without waiting for the answer (from the reader thread, which
-/// would otherwise wait for itself).
+/// Sends `m` without waiting (uroced sends no answer): for a request whose
+/// only possible refusals the library rules out itself, and from the reader
+/// thread. uroced takes it in order with every call. 0 or an errno.
 int cm_post(cmproto::Msg* m);
 
 /// The id's handle in uroced, made at first need. 0 or an errno.
