@@ -107,6 +107,7 @@ struct Harness {
   }};
   int ours[kConns] = {-1, -1, -1, -1};    // uroced's end
   int theirs[kConns] = {-1, -1, -1, -1};  // the client's end
+  uint64_t tokens[kConns] = {};           // what each open was answered with (an event connection's token)
   uint64_t now = 1'000'000'000;
   uint8_t last[wire::cm::kMadSize] = {};  // the MAD uroced sent last
 
@@ -148,7 +149,10 @@ struct Harness {
     cm.on_mad(mad, link::IpAddr::v4(htonl(0xC000024D)), link::IpAddr::v4(htonl(0xC0000201)), now);
   }
 
-  void open(int c) {
+  /// An event connection, or (how & 3 == 3) a call channel for another
+  /// client's event connection (its token; a wrong one or another pid now
+  /// and then: refused).
+  void open(int c, uint8_t how) {
     if (ours[c] >= 0) return;
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv) != 0) __builtin_trap();
@@ -157,7 +161,15 @@ struct Harness {
     Msg hello{};
     hello.op = uint32_t(cmproto::Op::kCmOpen);
     hello.arg = cmproto::kVersion;
-    cm.adopt(ours[c], 4242, hello);
+    pid_t pid = 4242;
+    if ((how & 3) == 3) {
+      hello.event = cmproto::kCallChannel;
+      hello.listen_handle = (how & 4) ? uint64_t(how) : tokens[(how >> 3) % kConns];
+      if (how & 0x80) pid = 4243;
+    }
+    cm.adopt(ours[c], pid, hello);
+    Msg ans{};
+    tokens[c] = recv(theirs[c], &ans, sizeof(ans), MSG_DONTWAIT) == ssize_t(sizeof(ans)) ? ans.handle : 0;
   }
   void close_conn(int c) {
     if (ours[c] < 0) return;
@@ -219,7 +231,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         h.close_conn(c);
         break;
       case 3:
-        h.open(c);
+        h.open(c, in.byte());
         break;
       case 4:
         h.drain(c);
