@@ -157,6 +157,12 @@ Qp::~Qp() {
     shm_->state.store(uint32_t(QpState::kReset));
     shm_->magic = 0;
   }
+  // As mlx5 does at destroy (__mlx5_cq_clean): the completions still queued
+  // for this QP go with it, so no one polls a wr_id of a QP that is gone
+  // (libfabric's rxm closes a connection's endpoint, then drains the CQ and
+  // reposts every receive it finds there on that endpoint).
+  if (qpn_ && send_cq_) send_cq_->purge_qp(qpn_);
+  if (qpn_ && recv_cq_ && recv_cq_ != send_cq_) recv_cq_->purge_qp(qpn_);
   if (qpn_) ctx_->ctl()->free_qpn(qpn_);
   if (send_cq_ && qpn_) send_cq_->refs--;
   if (recv_cq_ && qpn_) recv_cq_->refs--;

@@ -13,7 +13,7 @@ if(NOT TARGET uroce_verbs_harness)
 endif()
 
 foreach(t harness rc_ops stopped_target uc_ud srq comp_channel post_send_ex atomic_stress shared_pages
-          xrc_open_qp sqd mcast shared_flow)
+          xrc_open_qp sqd mcast shared_flow qp_destroy)
   uroce_gtest(verbs_ops_${t}_test LABEL integration TIMEOUT 60 VERBS
               SOURCES ${CMAKE_CURRENT_LIST_DIR}/${t}_test.cc)
   target_link_libraries(verbs_ops_${t}_test PRIVATE uroce_verbs_harness)
