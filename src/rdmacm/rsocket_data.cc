@@ -259,20 +259,29 @@ bool nonblocking(const Rsocket* rs, int flags) {
   return (rs->fs_flags & O_NONBLOCK) || (flags & MSG_DONTWAIT);
 }
 
+/// Waits (or not, per the socket and `flags`) until a send may go out. 0, or
+/// -1 with errno (ECONNRESET: the connection's sending half ended).
+int wait_can_send(Rsocket* rs, std::unique_lock<std::mutex>& lk, int flags) {
+  if (can_send(rs)) return 0;
+  if (wait_until(rs, lk, nonblocking(rs, flags), conn_can_send) != 0) return -1;
+  if (rs->state & kWritable) return 0;
+  errno = ECONNRESET;
+  return -1;
+}
+
+/// The size of the next WRITE of a long send: 2 KiB, doubling to 64 KiB.
+uint32_t next_xfer(size_t left, uint32_t* olen) {
+  const uint32_t xfer = left > *olen ? *olen : uint32_t(left);
+  if (left > *olen && *olen < kMaxXfer) *olen <<= 1;
+  return xfer;
+}
+
 /// Publishes the riomap'd buffers the peer has not heard of.
 int send_iomaps(Rsocket* rs, std::unique_lock<std::mutex>& lk, int flags) {
   int rc = 0;
   for (IoMap& m : rs->iomaps) {
     if (m.sent || m.index < 0) continue;
-    if (!can_send(rs)) {
-      rc = wait_until(rs, lk, nonblocking(rs, flags), conn_can_send);
-      if (rc) break;
-      if (!(rs->state & kWritable)) {
-        errno = ECONNRESET;
-        rc = -1;
-        break;
-      }
-    }
+    if ((rc = wait_can_send(rs, lk, flags)) != 0) break;
     IomapEntry e;
     e.offset = rs->swap_sgl ? __builtin_bswap64(m.offset) : m.offset;
     put_sge(&e.sge, reinterpret_cast<uintptr_t>(m.mr->addr), m.mr->rkey, uint32_t(m.mr->length),
@@ -444,17 +453,8 @@ ssize_t send_iov(Rsocket* rs, const iovec* iov, int iovcnt, int flags) {
   size_t left = len;
   uint32_t olen = kFirstXfer;
   while (left) {
-    if (!can_send(rs)) {
-      rc = wait_until(rs, lk, nonblocking(rs, flags), conn_can_send);
-      if (rc) break;
-      if (!(rs->state & kWritable)) {
-        errno = ECONNRESET;
-        rc = -1;
-        break;
-      }
-    }
-    uint32_t xfer = left > olen ? olen : uint32_t(left);
-    if (left > olen && olen < kMaxXfer) olen <<= 1;
+    if ((rc = wait_can_send(rs, lk, flags)) != 0) break;
+    uint32_t xfer = next_xfer(left, &olen);
     const WireSge t = load_target(rs, rs->target_sge);
     xfer = std::min({xfer, rs->sbuf_avail, t.length});
     // Take the space in the peer's ring before writing into it.
@@ -571,17 +571,8 @@ ssize_t write_iomap(Rsocket* rs, const void* buf, size_t count, uint64_t offset,
       }
       if (!have) break;
     }
-    if (!can_send(rs)) {
-      rc = wait_until(rs, lk, nonblocking(rs, flags), conn_can_send);
-      if (rc) break;
-      if (!(rs->state & kWritable)) {
-        errno = ECONNRESET;
-        rc = -1;
-        break;
-      }
-    }
-    uint32_t xfer = left > olen ? olen : uint32_t(left);
-    if (left > olen && olen < kMaxXfer) olen <<= 1;
+    if ((rc = wait_can_send(rs, lk, flags)) != 0) break;
+    uint32_t xfer = next_xfer(left, &olen);
     xfer = uint32_t(std::min<uint64_t>({xfer, rs->sbuf_avail, e.offset + e.sge.length - offset}));
     rc = post_staged(rs, &cur, &off, xfer, 0, false, e.sge.addr + (offset - e.offset), e.sge.key);
     if (rc) break;
