@@ -121,11 +121,12 @@ class Connect : public ::testing::Test {
     return l;
   }
   /// A client id with its address and route resolved (and a QP if `qp`).
-  rdma_cm_id* client_to(uint16_t port, bool qp = true) {
+  rdma_cm_id* client_to(uint16_t port, bool qp = true, uint32_t ip = INADDR_LOOPBACK) {
     rdma_cm_id* c = nullptr;
     EXPECT_EQ(rdma_create_id(cch_, &c, nullptr, RDMA_PS_TCP), 0);
     ids_.push_back(c);
     auto a = lo(port);
+    a.sin_addr.s_addr = htonl(ip);
     EXPECT_EQ(rdma_resolve_addr(c, nullptr, sa(a), 1000), 0);
     rdma_ack_cm_event(expect(cch_, RDMA_CM_EVENT_ADDR_RESOLVED));
     EXPECT_EQ(rdma_resolve_route(c, 1000), 0);
@@ -261,15 +262,7 @@ TEST_F(Connect, ALoopbackBindTakesNoDeviceAndEveryAddress) {
   d0.sin_addr.s_addr = htonl(0x0a090001);  // 10.9.0.1, in_private_netns.sh's d0
   EXPECT_EQ(rdma_bind_addr(other, sa(d0)), -1);
   EXPECT_EQ(errno, EADDRINUSE);
-  rdma_cm_id* c = nullptr;
-  ASSERT_EQ(rdma_create_id(cch_, &c, nullptr, RDMA_PS_TCP), 0);
-  ids_.push_back(c);
-  ASSERT_EQ(rdma_resolve_addr(c, nullptr, sa(d0), 1000), 0);
-  rdma_ack_cm_event(expect(cch_, RDMA_CM_EVENT_ADDR_RESOLVED));
-  ASSERT_EQ(rdma_resolve_route(c, 1000), 0);
-  rdma_ack_cm_event(expect(cch_, RDMA_CM_EVENT_ROUTE_RESOLVED));
-  ibv_qp_init_attr at = rc_attr();
-  ASSERT_EQ(rdma_create_qp(c, nullptr, &at), 0);
+  rdma_cm_id* c = client_to(7478, true, ntohl(d0.sin_addr.s_addr));
   rdma_conn_param cp{};
   ASSERT_EQ(rdma_connect(c, &cp), 0);
   rdma_cm_event* req = expect(sch_, RDMA_CM_EVENT_CONNECT_REQUEST);
