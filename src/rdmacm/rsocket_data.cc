@@ -36,18 +36,18 @@ int post_recv(Rsocket* rs) {
   return ibv_post_recv(rs->id->qp, &wr, &bad);
 }
 
-/// A WRITE WITH IMMEDIATE (no data: only the immediate arrives). Its wr_id
-/// is the immediate, so its completion says what it freed.
-int post_write_imm(Rsocket* rs, ibv_sge* sgl, int nsge, uint32_t imm, int flags, uint64_t addr,
-                   uint32_t rkey) {
+/// One RDMA WRITE to (addr, rkey); its wr_id is `wr_data` (an immediate's
+/// form: op and count), so its completion says what it freed.
+int post_rdma_write(Rsocket* rs, ibv_wr_opcode opcode, ibv_sge* sgl, int nsge, uint32_t wr_data, int flags,
+                    uint64_t addr, uint32_t rkey) {
   ibv_send_wr wr{};
   ibv_send_wr* bad;
-  wr.wr_id = imm;
+  wr.wr_id = wr_data;
   wr.sg_list = sgl;
   wr.num_sge = nsge;
-  wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+  wr.opcode = opcode;
   wr.send_flags = flags;
-  wr.imm_data = htobe32(imm);
+  if (opcode == IBV_WR_RDMA_WRITE_WITH_IMM) wr.imm_data = htobe32(wr_data);
   wr.wr.rdma.remote_addr = addr;
   wr.wr.rdma.rkey = rkey;
   const int rc = ibv_post_send(rs->id->qp, &wr, &bad);
@@ -55,20 +55,10 @@ int post_write_imm(Rsocket* rs, ibv_sge* sgl, int nsge, uint32_t imm, int flags,
   return rc ? -1 : 0;
 }
 
-int post_write(Rsocket* rs, ibv_sge* sgl, int nsge, uint32_t wr_data, int flags, uint64_t addr,
-               uint32_t rkey) {
-  ibv_send_wr wr{};
-  ibv_send_wr* bad;
-  wr.wr_id = wr_data;
-  wr.sg_list = sgl;
-  wr.num_sge = nsge;
-  wr.opcode = IBV_WR_RDMA_WRITE;
-  wr.send_flags = flags;
-  wr.wr.rdma.remote_addr = addr;
-  wr.wr.rdma.rkey = rkey;
-  const int rc = ibv_post_send(rs->id->qp, &wr, &bad);
-  if (rc) errno = rc;
-  return rc ? -1 : 0;
+/// A WRITE WITH IMMEDIATE `imm` (no data: only the immediate arrives).
+int post_write_imm(Rsocket* rs, ibv_sge* sgl, int nsge, uint32_t imm, int flags, uint64_t addr,
+                   uint32_t rkey) {
+  return post_rdma_write(rs, IBV_WR_RDMA_WRITE_WITH_IMM, sgl, nsge, imm, flags, addr, rkey);
 }
 
 WireSge load_target(Rsocket* rs, int i) {
@@ -248,7 +238,7 @@ int post_staged(Rsocket* rs, const iovec** iov, size_t* off, uint32_t len, uint3
     rs->sseq_no++;
     return post_write_imm(rs, sgl, nsge, imm, flags, addr, rkey);
   }
-  return post_write(rs, sgl, nsge, imm_of(kOpWrite, len), flags, addr, rkey);
+  return post_rdma_write(rs, IBV_WR_RDMA_WRITE, sgl, nsge, imm_of(kOpWrite, len), flags, addr, rkey);
 }
 
 bool conn_can_send(Rsocket* rs) { return can_send(rs) || !(rs->state & kWritable); }
