@@ -32,9 +32,17 @@ Result<std::unique_ptr<Context>> Context::open(const DeviceInfo& dev) {
   pthread_mutexattr_destroy(&ma);
   if (!Service::get().hold_lifetime_lock(lock)) return Status(ETIMEDOUT);
   c->lock_held_ = true;
-  auto id = c->ctl_->register_ctx(c->seg_->memfd());
+  // The first batch of QP slots comes with the registration: a process's
+  // first QP costs no round trip either.
+  const uint64_t stride = Segment::block_size(sizeof(QpShm));
+  auto block = c->seg_->alloc(kQpSlotBatch * stride);
+  if (!block.is_ok()) return Status(block.err());
+  uint32_t qpns[kQpSlotBatch];
+  ControlClient::QpnBatch batch{block.value(), stride, kQpSlotBatch, qpns};
+  auto id = c->ctl_->register_ctx(c->seg_->memfd(), &batch);
   if (!id.is_ok()) return Status(id.err());
   c->ctx_id_ = id.value();
+  c->add_qp_slots(block.value(), stride, qpns, batch.got);
   // Peers copy into this process with process_vm_writev, which Yama's
   // ptrace_scope=1 would refuse between non-descendants; allow it (same-uid
   // checks still apply). Without Yama this fails harmlessly with EINVAL.
@@ -48,6 +56,35 @@ void Context::own_segment_corrupt() {
   if (fatal_.exchange(true)) return;
   NotifyMsg m{kNotifyAsync, uint32_t(AsyncEvent::kDeviceFatal), 0};
   notify_post(getpid(), async_id_, m);
+}
+
+Result<Context::QpSlot> Context::take_qp_slot() {
+  std::lock_guard<std::mutex> g(qp_slots_mu_);
+  if (qp_slots_.empty()) {
+    // kQpSlotBatch QpShms in one block, each freed on its own later (the
+    // arena keeps free blocks by size class, and the stride is one).
+    const uint64_t stride = Segment::block_size(sizeof(QpShm));
+    auto block = seg_->alloc(kQpSlotBatch * stride);
+    if (!block.is_ok()) return Status(block.err());
+    uint32_t qpns[kQpSlotBatch];
+    auto got = ctl_->alloc_qpns(ctx_id_, block.value(), stride, kQpSlotBatch, qpns);
+    add_qp_slots(block.value(), stride, qpns, got.is_ok() ? got.value() : 0);
+    if (!got.is_ok()) return Status(got.err());
+  }
+  const QpSlot s = qp_slots_.back();
+  qp_slots_.pop_back();
+  return s;
+}
+
+void Context::add_qp_slots(uint64_t base, uint64_t stride, const uint32_t* qpns, uint32_t got) {
+  // The QpShms without a QPN go back to the arena, one by one.
+  for (uint32_t i = got; i < kQpSlotBatch; ++i) seg_->free(base + i * stride, sizeof(QpShm));
+  for (uint32_t i = got; i-- > 0;) qp_slots_.push_back(QpSlot{qpns[i], base + i * stride});
+}
+
+void Context::put_back_qp_slot(const QpSlot& s) {
+  std::lock_guard<std::mutex> g(qp_slots_mu_);
+  qp_slots_.push_back(s);
 }
 
 Context::~Context() {

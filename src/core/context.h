@@ -46,6 +46,18 @@ class Context {
   void own_segment_corrupt();
 
   uint32_t alloc_pd_id() { return next_pd_id_.fetch_add(1); }
+
+  /// A QP's place in the segment and its QPN, taken from a batch uroced
+  /// handed out ahead: one round trip per kQpSlotBatch QPs, not one per QP
+  /// (the QPN is registered to the place, so peers resolve it at once).
+  struct QpSlot {
+    uint32_t qpn;
+    uint64_t off;  // a zeroed QpShm
+  };
+  static constexpr uint32_t kQpSlotBatch = 8;
+  Result<QpSlot> take_qp_slot();
+  /// A slot taken but not used (its QpShm still untouched).
+  void put_back_qp_slot(const QpSlot& s);
   /// Bytes of device memory this context may still allocate (core/device_memory.h).
   std::atomic<uint64_t>* dm_budget() { return &dm_left_; }
 
@@ -107,6 +119,11 @@ class Context {
   bool lock_held_ = false;
   std::atomic<uint32_t> next_pd_id_{1};
   std::atomic<uint64_t> dm_left_{kLimits.max_dm_size};
+  /// Takes a batch block of kQpSlotBatch QpShms at `base` of which the
+  /// first `got` have QPNs `qpns` (qp_slots_mu_ held, or before sharing).
+  void add_qp_slots(uint64_t base, uint64_t stride, const uint32_t* qpns, uint32_t got);
+  std::mutex qp_slots_mu_;
+  std::vector<QpSlot> qp_slots_;  // the next one at the back
   /// A slot (and its key) for a region or window; 0 when the table is full.
   Result<uint32_t> take_slot_key();
   void give_back_slot(uint32_t slot);

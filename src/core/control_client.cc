@@ -20,6 +20,7 @@
 #include "common/log.h"
 #include "common/unix_socket.h"
 #include "core/control_protocol.h"
+#include "core/qp_directory.h"
 #include "link/id_watch.h"
 
 namespace uroce::core {
@@ -193,7 +194,28 @@ Status ControlClient::hello() {
   }
   if (!host_shm_) return Status(ENOMEM);
   map_id_watch();
+  map_qp_directory();
   return Status::ok();
+}
+
+void ControlClient::map_qp_directory() {
+  // Once per process, as the id-watch table.
+  if (qp_directory()) return;
+  Request req{};
+  req.type = uint32_t(MsgType::kQpDirectory);
+  Reply rep;
+  int fd = -1;
+  if (!transact(fd_, req, &rep, -1, &fd) || fd < 0) return;  // every resolution then asks uroced
+  // Faulted in now, not on the first resolution (core/qp_directory.h).
+  void* p = mmap(nullptr, sizeof(QpDirectory), PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
+  close(fd);
+  if (p == MAP_FAILED) return;
+  const auto* t = static_cast<const QpDirectory*>(p);
+  if (t->magic != QpDirectory::kMagic) {
+    munmap(p, sizeof(QpDirectory));
+    return;
+  }
+  set_qp_directory(t);
 }
 
 void ControlClient::map_id_watch() {
@@ -216,12 +238,21 @@ void ControlClient::map_id_watch() {
   link::set_id_watch(t);
 }
 
-Result<uint32_t> ControlClient::register_ctx(int memfd) {
+Result<uint32_t> ControlClient::register_ctx(int memfd, QpnBatch* batch) {
   std::lock_guard<std::mutex> g(mu_);
   Request req{};
   req.type = uint32_t(MsgType::kRegisterCtx);
+  if (batch) {
+    req.off = batch->off;
+    req.arg[0] = batch->n;
+    req.arg[1] = uint32_t(batch->stride);
+  }
   Reply rep;
   if (Status st = transact(fd_, req, &rep, memfd, nullptr); !st) return st;
+  if (batch) {
+    batch->got = std::min(rep.key, batch->n);
+    std::copy(rep.qpns, rep.qpns + batch->got, batch->qpns);
+  }
   return rep.ctx_id;
 }
 
@@ -246,13 +277,31 @@ Result<uint32_t> ControlClient::alloc_qpn(uint32_t ctx_id, uint64_t off, bool is
   return rep.qpn;
 }
 
+Result<uint32_t> ControlClient::alloc_qpns(uint32_t ctx_id, uint64_t off, uint64_t stride, uint32_t n,
+                                           uint32_t* qpns) {
+  std::lock_guard<std::mutex> g(mu_);
+  Request req{};
+  req.type = uint32_t(MsgType::kAllocQpn);
+  req.ctx_id = ctx_id;
+  req.off = off;
+  req.arg[0] = n;
+  req.arg[1] = uint32_t(stride);
+  Reply rep;
+  if (Status st = transact(fd_, req, &rep, -1, nullptr); !st) return st;
+  const uint32_t got = std::min(rep.key, n);
+  if (got == 0) return Status(EPROTO);
+  std::copy(rep.qpns, rep.qpns + got, qpns);
+  return got;
+}
+
 void ControlClient::free_qpn(uint32_t qpn) {
   std::lock_guard<std::mutex> g(mu_);
   Request req{};
   req.type = uint32_t(MsgType::kFreeQpn);
   req.qpn = qpn;
-  Reply rep;
-  (void)transact(fd_, req, &rep, -1, nullptr);
+  // Posted: nothing to wait for (uroced takes it in order with what follows).
+  if (send_msg_fd(fd_, &req, sizeof(req), -1) != ssize_t(sizeof(req)))
+    UROCE_DBG("free of QPN %u not sent: %s", qpn, strerror(errno));
 }
 
 void ControlClient::linger(int rx_fd, uint32_t qpn, uint32_t dest_qpn, uint32_t epsn, uint32_t msn,
@@ -307,6 +356,8 @@ Result<ControlClient::Resolved> ControlClient::resolve_qpn(uint32_t qpn, bool is
 }
 
 bool ControlClient::knows_qpn(uint32_t qpn) {
+  // uroced's directory holds only QPNs it handed out: found there, no need to ask.
+  if (const QpDirectory* d = qp_directory(); d && qp_dir_get(d, qpn).found) return true;
   auto r = resolve_qpn(qpn);
   if (r.is_ok() && r->memfd >= 0) close(r->memfd);
   return r.is_ok() || r.err() != ENOENT;

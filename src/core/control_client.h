@@ -22,10 +22,24 @@ class ControlClient {
   /// The control socket (the service thread watches it for hang-up).
   int fd() const { return fd_; }
 
-  Result<uint32_t> register_ctx(int memfd);
+  /// Registers a context segment; with `batch` (n > 0), also asks for QPNs
+  /// for the QpShms at batch->off, + stride, ... (written to batch->qpns,
+  /// their number to batch->got; 0 if refused: the context stands).
+  struct QpnBatch {
+    uint64_t off = 0;
+    uint64_t stride = 0;
+    uint32_t n = 0;
+    uint32_t* qpns = nullptr;
+    uint32_t got = 0;
+  };
+  Result<uint32_t> register_ctx(int memfd, QpnBatch* batch = nullptr);
   void unregister_ctx(uint32_t ctx_id);
   /// A QPN for the QpShm at `off`, or (is_srq) an XRC SRQ number for the RqRing at `off`.
   Result<uint32_t> alloc_qpn(uint32_t ctx_id, uint64_t off, bool is_srq = false);
+  /// Up to `n` (<= control::kQpnBatchMax) QPNs for the QpShms at off,
+  /// off + stride, ...; returns how many (>= 1), written to `qpns`.
+  Result<uint32_t> alloc_qpns(uint32_t ctx_id, uint64_t off, uint64_t stride, uint32_t n, uint32_t* qpns);
+  /// Posted: uroced sends no answer.
   void free_qpn(uint32_t qpn);
   /// Hands a destroyed network RC QP's receive socket to uroced, which
   /// answers the peer's duplicates of executed requests for a while (its
@@ -53,6 +67,7 @@ class ControlClient {
   Status hello();
   /// Maps uroced's table of the IPv4 identifications it saw (link/id_watch.h).
   void map_id_watch();
+  void map_qp_directory();
 
   std::mutex mu_;
   int fd_ = -1;

@@ -9,7 +9,9 @@
 
 namespace uroce::control {
 
-constexpr uint32_t kProtoVersion = 2;
+constexpr uint32_t kProtoVersion = 3;
+/// The most QPNs one kAllocQpn hands out.
+constexpr uint32_t kQpnBatchMax = 16;
 
 /// Abstract socket name of this user's uroced in the current network
 /// namespace. UROCE_DAEMON_NAME overrides it (tests run isolated daemons).
@@ -19,8 +21,11 @@ enum class MsgType : uint32_t {
   kHello = 1,        // -> HelloReply + fd of the host shared memory
   kRegisterCtx = 2,  // fd: the context segment memfd -> ctx_id
   kUnregisterCtx = 3,
-  kAllocQpn = 4,  // ctx_id, qp_off -> qpn
-  kFreeQpn = 5,
+  // ctx_id, off, slot (1: an XRC SRQ's RqRing), arg[0] = n (0: 1), arg[1] =
+  // stride: n QPNs for the QPs at off, off + stride, ... -> qpns[0..key)
+  // (at least one; fewer than n near the client's limit), qpn = qpns[0]
+  kAllocQpn = 4,
+  kFreeQpn = 5,  // qpn (posted: no reply)
   kAllocKey = 6,  // ctx_id, slot -> key
   kFreeKey = 7,
   kResolveQpn = 8,  // qpn -> pid, ctx_id, qp_off + fd of the owner's segment
@@ -33,6 +38,9 @@ enum class MsgType : uint32_t {
   // -> a read-only fd of uroced's table of IPv4 identifications seen on the
   // wire (link/id_watch.h), or none
   kIdWatch = 12,
+  // -> a read-only fd of uroced's directory of the host's QP numbers
+  // (core/qp_directory.h)
+  kQpDirectory = 13,
 };
 
 struct Request {
@@ -54,6 +62,7 @@ struct Reply {
   int32_t pid;
   uint32_t num_devices;
   uint64_t off;
+  uint32_t qpns[kQpnBatchMax];  // kAllocQpn
   core::DeviceInfo devices[core::kMaxDevices];
 };
 

@@ -13,6 +13,7 @@
 #include "common/log.h"
 #include "core/control_client.h"
 #include "core/peer_pages.h"
+#include "core/qp_directory.h"
 
 namespace uroce::core {
 
@@ -94,11 +95,39 @@ Result<PeerSegment*> PeerMap::map_segment(uint32_t ctx_id, int32_t pid, int memf
   return raw;
 }
 
+namespace {
+std::atomic<const QpDirectory*> g_directory{nullptr};
+}  // namespace
+
+const QpDirectory* qp_directory() { return g_directory.load(std::memory_order_acquire); }
+void set_qp_directory(const QpDirectory* t) { g_directory.store(t, std::memory_order_release); }
+
+PeerSegment* PeerMap::mapped_owner(uint32_t qpn, bool is_srq, uint64_t* off) {
+  const QpDirectory* d = qp_directory();
+  if (!d) return nullptr;
+  const QpDirHit h = qp_dir_get(d, qpn);
+  if (!h.found || h.is_srq != is_srq) return nullptr;
+  auto it = segs_.find(h.ctx_id);
+  if (it == segs_.end() || it->second->pid != h.pid || !seg_owner_alive(it->second->header())) return nullptr;
+  *off = h.off;
+  return it->second.get();
+}
+
 Result<PeerQp> PeerMap::resolve(uint32_t qpn) {
   {
     std::shared_lock<std::shared_mutex> g(mu_);
     auto it = qps_.find(qpn);
     if (it != qps_.end() && it->second.valid()) return it->second;
+  }
+  {
+    // The directory answers without a round trip when the owner's segment
+    // is mapped here already.
+    std::unique_lock<std::shared_mutex> g(mu_);
+    uint64_t off = 0;
+    if (PeerSegment* seg = mapped_owner(qpn, false, &off)) {
+      auto pq = place_qp(seg, qpn, off);
+      if (pq.is_ok()) return pq;
+    }
   }
   auto cc = ControlClient::get();
   if (!cc.is_ok()) return Status(cc.err());
@@ -107,14 +136,18 @@ Result<PeerQp> PeerMap::resolve(uint32_t qpn) {
   std::unique_lock<std::shared_mutex> g(mu_);
   auto seg = map_segment(r->ctx_id, r->pid, r->memfd);
   if (!seg.is_ok()) return Status(seg.err());
+  return place_qp(seg.value(), qpn, r->qp_off);
+}
+
+Result<PeerQp> PeerMap::place_qp(PeerSegment* seg, uint32_t qpn, uint64_t qp_off) {
   PeerQp pq;
-  pq.seg = seg.value();
+  pq.seg = seg;
   SegBound& b = pq.seg->bound;
-  if (!b.covers(r->qp_off, sizeof(QpShm)) || r->qp_off % alignof(QpShm)) {
+  if (!b.covers(qp_off, sizeof(QpShm)) || qp_off % alignof(QpShm)) {
     b.set_corrupt("a QP outside the segment");
     return Status(EINVAL);
   }
-  pq.qp = reinterpret_cast<QpShm*>(pq.seg->base + r->qp_off);
+  pq.qp = reinterpret_cast<QpShm*>(pq.seg->base + qp_off);
   pq.qpn = qpn;
   if (!pq.valid()) return Status(ENOENT);
   // Where its rings are is read once, checked, and kept (PeerQp).
@@ -137,6 +170,14 @@ Result<PeerSrq> PeerMap::resolve_srq(uint32_t srqn) {
     auto it = srqs_.find(srqn);
     if (it != srqs_.end() && it->second.valid()) return it->second;
   }
+  {
+    std::unique_lock<std::shared_mutex> g(mu_);
+    uint64_t off = 0;
+    if (PeerSegment* seg = mapped_owner(srqn, true, &off)) {
+      auto ps = place_srq(seg, srqn, off);
+      if (ps.is_ok()) return ps;
+    }
+  }
   auto cc = ControlClient::get();
   if (!cc.is_ok()) return Status(cc.err());
   auto r = cc.value()->resolve_qpn(srqn, true);
@@ -144,13 +185,17 @@ Result<PeerSrq> PeerMap::resolve_srq(uint32_t srqn) {
   std::unique_lock<std::shared_mutex> g(mu_);
   auto seg = map_segment(r->ctx_id, r->pid, r->memfd);
   if (!seg.is_ok()) return Status(seg.err());
+  return place_srq(seg.value(), srqn, r->qp_off);
+}
+
+Result<PeerSrq> PeerMap::place_srq(PeerSegment* seg, uint32_t srqn, uint64_t off) {
   PeerSrq ps;
-  ps.seg = seg.value();
-  if (!ps.seg->bound.covers(r->qp_off, sizeof(RqRing)) || r->qp_off % alignof(RqRing)) {
+  ps.seg = seg;
+  if (!ps.seg->bound.covers(off, sizeof(RqRing)) || off % alignof(RqRing)) {
     ps.seg->bound.set_corrupt("an SRQ outside the segment");
     return Status(EINVAL);
   }
-  ps.rq = reinterpret_cast<RqRing*>(ps.seg->base + r->qp_off);
+  ps.rq = reinterpret_cast<RqRing*>(ps.seg->base + off);
   ps.srqn = srqn;
   if (!ps.valid()) return Status(ENOENT);
   srqs_[srqn] = ps;

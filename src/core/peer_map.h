@@ -57,6 +57,12 @@ class PeerMap {
 
  private:
   Result<PeerSegment*> map_segment(uint32_t ctx_id, int32_t pid, int memfd);
+  /// What the directory (core/qp_directory.h) says of `qpn` if its owner's
+  /// segment is mapped here already (mu_ held); nullptr otherwise.
+  PeerSegment* mapped_owner(uint32_t qpn, bool is_srq, uint64_t* off);
+  /// The QP (SRQ) at `off` of `seg`, checked and cached (mu_ held).
+  Result<PeerQp> place_qp(PeerSegment* seg, uint32_t qpn, uint64_t off);
+  Result<PeerSrq> place_srq(PeerSegment* seg, uint32_t srqn, uint64_t off);
 
   std::shared_mutex mu_;
   std::unordered_map<uint32_t, PeerQp> qps_;

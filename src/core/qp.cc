@@ -1,5 +1,6 @@
 #include "core/qp.h"
 
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <array>
@@ -21,14 +22,25 @@ constexpr uint32_t kMaxLocalQps = 1u << 16;
 
 /// Local id -> Qp*, so completions can name their QP cheaply.
 struct QpTable {
-  std::array<std::atomic<Qp*>, kMaxLocalQps> slots{};
+  // 512 KiB taken from the kernel's zero pages, faulted in as ids are used:
+  // zeroing it all up front cost a process's first QP ~0.5 ms (129 page
+  // faults, each a trip through the hypervisor on a VM).
+  Qp** slots = nullptr;  // read and written through std::atomic_ref (slot())
   std::mutex mu;
   uint32_t next = 1;
 };
 QpTable& qp_table() {
-  static QpTable* t = new QpTable();  // lives for the process
+  static QpTable* t = [] {  // lives for the process
+    void* m = mmap(nullptr, sizeof(Qp*) * kMaxLocalQps, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED) abort();
+    auto* table = new QpTable();
+    table->slots = static_cast<Qp**>(m);
+    return table;
+  }();
   return *t;
 }
+std::atomic_ref<Qp*> slot(uint32_t id) { return std::atomic_ref<Qp*>(qp_table().slots[id]); }
 
 uint32_t table_insert(Qp* q) {
   QpTable& t = qp_table();
@@ -36,8 +48,8 @@ uint32_t table_insert(Qp* q) {
   for (uint32_t i = 0; i < kMaxLocalQps - 1; ++i) {
     uint32_t id = t.next;
     t.next = t.next + 1 >= kMaxLocalQps ? 1 : t.next + 1;
-    if (!t.slots[id].load()) {
-      t.slots[id].store(q);
+    if (!slot(id).load()) {
+      slot(id).store(q);
       return id;
     }
   }
@@ -48,7 +60,7 @@ uint32_t table_insert(Qp* q) {
 
 void qp_retire(uint32_t local_id, uint32_t n) {
   if (local_id == 0 || local_id >= kMaxLocalQps) return;
-  if (Qp* q = qp_table().slots[local_id].load(std::memory_order_acquire)) q->retire(n);
+  if (Qp* q = slot(local_id).load(std::memory_order_acquire)) q->retire(n);
 }
 
 Result<std::unique_ptr<Qp>> Qp::create(Context* ctx, const QpCreateArgs& a) {
@@ -77,9 +89,9 @@ Result<std::unique_ptr<Qp>> Qp::create(Context* ctx, const QpCreateArgs& a) {
   if (!a.srq && q->cap_.max_recv_sge == 0) q->cap_.max_recv_sge = 1;
   if (q->cap_.max_inline_data < 64) q->cap_.max_inline_data = std::min<uint32_t>(64, kLimits.max_inline_data);
   q->sq_sig_all_ = a.sq_sig_all;
-  auto off = ctx->seg().alloc(sizeof(QpShm));
-  if (!off.is_ok()) return Status(off.err());
-  q->shm_off_ = off.value();
+  auto slot = ctx->take_qp_slot();
+  if (!slot.is_ok()) return Status(slot.err());
+  q->shm_off_ = slot->off;
   q->shm_ = ctx->seg().at<QpShm>(q->shm_off_);
   if (!has_rq) {
     q->cap_.max_recv_wr = q->cap_.max_recv_sge = 0;
@@ -89,7 +101,7 @@ Result<std::unique_ptr<Qp>> Qp::create(Context* ctx, const QpCreateArgs& a) {
   } else {
     auto r = rq_ring_create(ctx, std::max<uint32_t>(c.max_recv_wr, 1), q->cap_.max_recv_sge, &q->rq_bytes_);
     if (!r.is_ok()) {
-      ctx->seg().free(q->shm_off_, sizeof(QpShm));
+      ctx->put_back_qp_slot(slot.value());
       q->shm_off_ = 0;
       return Status(r.err());
     }
@@ -108,9 +120,7 @@ Result<std::unique_ptr<Qp>> Qp::create(Context* ctx, const QpCreateArgs& a) {
   s->owner_ctx_id = ctx->async_id();
   s->user_handle = a.user_handle;
   s->state.store(uint32_t(QpState::kReset));
-  auto qpn = ctx->ctl()->alloc_qpn(ctx->ctx_id(), q->shm_off_);
-  if (!qpn.is_ok()) return Status(qpn.err());
-  q->qpn_ = qpn.value();
+  q->qpn_ = slot->qpn;
   s->qpn = q->qpn_;
   std::atomic_thread_fence(std::memory_order_release);
   s->magic = kQpMagic;
@@ -152,7 +162,7 @@ Qp::~Qp() {
   if (opened_from_) return;  // a handle from ibv_open_qp owns nothing
   net_close();
   Service::get().remove_qp(this);
-  if (local_id_) qp_table().slots[local_id_].store(nullptr, std::memory_order_release);
+  if (local_id_) slot(local_id_).store(nullptr, std::memory_order_release);
   if (shm_) {
     shm_->state.store(uint32_t(QpState::kReset));
     shm_->magic = 0;

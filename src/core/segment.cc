@@ -62,6 +62,8 @@ Status Segment::grow_to(uint64_t bytes) {
   return Status::ok();
 }
 
+size_t Segment::block_size(size_t bytes) { return size_class(bytes); }
+
 Result<uint64_t> Segment::alloc(size_t bytes) {
   std::lock_guard<std::mutex> g(mu_);
   size_t c = size_class(bytes);

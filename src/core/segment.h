@@ -38,6 +38,9 @@ class Segment {
   /// have scribbled over in this process's own segment (core/seg_bound.h).
   SegBound& bound() { return bound_; }
 
+  /// The size of the block alloc(bytes) takes (a power of two, at least a
+  /// cache line): blocks of one size class are interchangeable.
+  static size_t block_size(size_t bytes);
   /// Zeroed, cache-line aligned memory from the arena; returns its offset.
   Result<uint64_t> alloc(size_t bytes);
   /// Returns memory to the arena. Freed blocks are reused oldest-first, so a

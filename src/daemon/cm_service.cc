@@ -271,6 +271,14 @@ void CmService::connect(int fd, const Msg& m, uint64_t now_ns) {
 }
 
 bool CmService::local_address(const uint8_t* a, uint64_t now_ns) {
+  std::array<uint8_t, 16> want;
+  bool any;
+  ip16(a, want.data(), &any);
+  // Loopback (127/8, ::1) is this host whatever the interfaces say.
+  static constexpr uint8_t kMapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+  static constexpr uint8_t kLoop6[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+  if ((memcmp(want.data(), kMapped, 12) == 0 && want[12] == 127) || memcmp(want.data(), kLoop6, 16) == 0)
+    return true;
   // The interfaces' addresses, read again at most once a second (a connect
   // should not cost a netlink dump).
   if (local_ips_at_ == 0 || now_ns - local_ips_at_ > 1'000'000'000ull) {
@@ -292,11 +300,6 @@ bool CmService::local_address(const uint8_t* a, uint64_t now_ns) {
     }
     local_ips_at_ = now_ns;
   }
-  std::array<uint8_t, 16> want;
-  bool any;
-  ip16(a, want.data(), &any);
-  static constexpr uint8_t kMapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-  if (memcmp(want.data(), kMapped, 12) == 0 && want[12] == 127) return true;  // 127/8: all of it is this host
   for (const auto& ip : local_ips_)
     if (ip == want) return true;
   return false;

@@ -7,7 +7,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <random>
+#include <string>
 
 #include "common/log.h"
 
@@ -24,8 +26,34 @@ uint32_t Registry::random_qpn() {
   return kFirst + r % (kLast - kFirst + 1);
 }
 
+Registry::Registry(RegistryLimits limits) : limits_(limits) {
+  // Without the directory every resolution asks uroced: slower, not wrong.
+  dir_fd_ = memfd_create("uroce-qpdir", MFD_CLOEXEC);
+  if (dir_fd_ < 0 || ftruncate(dir_fd_, sizeof(core::QpDirectory)) != 0) {
+    UROCE_INFO("uroced: no QP directory (%s): QP numbers are resolved by request", strerror(errno));
+    return;
+  }
+  void* p =
+      mmap(nullptr, sizeof(core::QpDirectory), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, dir_fd_, 0);
+  if (p == MAP_FAILED) return;
+  dir_ = static_cast<core::QpDirectory*>(p);
+  dir_->magic = core::QpDirectory::kMagic;
+  // Read-only: a client can map the directory but not write it. One
+  // descriptor, passed to every client (each gets its own copy).
+  const std::string path = "/proc/self/fd/" + std::to_string(dir_fd_);
+  dir_ro_fd_ = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+}
+
 Registry::~Registry() {
   for (auto& [id, c] : ctxs_) drop_ctx(c, false);
+  if (dir_) munmap(dir_, sizeof(core::QpDirectory));
+  if (dir_fd_ >= 0) close(dir_fd_);
+  if (dir_ro_fd_ >= 0) close(dir_ro_fd_);
+}
+
+
+void Registry::publish(uint32_t qpn, uint32_t ctx_id, int32_t pid, uint64_t off, bool is_srq) {
+  if (dir_) core::qp_dir_put(dir_, qpn, ctx_id, pid, off, is_srq);
 }
 
 namespace {
@@ -97,6 +125,7 @@ void Registry::drop_ctx(CtxRecord& c, bool dead) {
       auto* q = reinterpret_cast<QpShm*>(base + it->second.off);
       q->state.store(uint32_t(QpState::kErr), std::memory_order_release);
     }
+    publish(qpn, 0, 0, 0, false);
     qpns_.erase(it);
   }
   if (dead) c.seg->alive.store(0, std::memory_order_release);  // pairs with peers' acquire loads
@@ -117,25 +146,45 @@ void Registry::unregister_ctx(int client_fd, uint32_t ctx_id) {
 }
 
 Result<uint32_t> Registry::alloc_qpn(int client_fd, uint32_t ctx_id, uint64_t qp_off, bool is_srq) {
+  uint32_t qpn = 0;
+  auto r = alloc_qpns(client_fd, ctx_id, qp_off, 0, 1, is_srq, &qpn);
+  if (!r.is_ok()) return Status(r.err());
+  return qpn;
+}
+
+Result<uint32_t> Registry::alloc_qpns(int client_fd, uint32_t ctx_id, uint64_t off, uint64_t stride, uint32_t n,
+                                      bool is_srq, uint32_t* out) {
   CtxRecord* c = find_ctx(client_fd, ctx_id);
-  if (!c) return Status(EINVAL);
-  // uroced stores into the QP when its process dies (drop_ctx): it must
+  if (!c || n == 0) return Status(EINVAL);
+  // uroced stores into the QP when its process dies (drop_ctx): each must
   // lie inside the segment, which can only grow (sealed_size).
   const uint64_t need = is_srq ? sizeof(core::RqRing) : sizeof(QpShm);
   const uint64_t size = sealed_size(c->memfd);
-  if (qp_off < sizeof(SegHeader) || qp_off % core::kCacheLine || qp_off > size || size - qp_off < need)
+  if (n > 1 && (stride < need || stride % core::kCacheLine)) return Status(EINVAL);
+  const uint64_t last = off + uint64_t(n - 1) * stride;
+  if (off < sizeof(SegHeader) || off % core::kCacheLine || last < off || last > size || size - last < need)
     return Status(EINVAL);
   ClientShare& share = clients_[client_fd];
+  uint32_t got = 0;
+  for (; got < n; ++got) {
+    if (share.qpns >= limits_.qpns_per_client) break;
+    if (qpns_.size() >= limits_.qpns) break;
+    uint32_t q = 0;
+    for (uint32_t tries = 0; tries < 64 && q == 0; ++tries) {
+      q = random_qpn();
+      if (qpns_.count(q)) q = 0;
+    }
+    if (q == 0) break;
+    const uint64_t at = off + got * stride;
+    qpns_[q] = {ctx_id, at, is_srq};
+    c->qpns.insert(q);
+    publish(q, ctx_id, c->pid, at, is_srq);
+    ++share.qpns;
+    out[got] = q;
+  }
+  if (got > 0) return got;
   if (share.qpns >= limits_.qpns_per_client) return Status(ENOMEM);
   if (qpns_.size() >= limits_.qpns) return Status(EAGAIN);
-  for (uint32_t tries = 0; tries < 64; ++tries) {
-    const uint32_t q = random_qpn();
-    if (qpns_.count(q)) continue;
-    qpns_[q] = {ctx_id, qp_off, is_srq};
-    c->qpns.insert(q);
-    ++share.qpns;
-    return q;
-  }
   return Status(ENOSPC);
 }
 
@@ -146,6 +195,7 @@ void Registry::free_qpn(int client_fd, uint32_t qpn) {
   if (!c) return;
   c->qpns.erase(qpn);
   qpns_.erase(it);
+  publish(qpn, 0, 0, 0, false);
   ClientShare& share = clients_[client_fd];
   if (share.qpns) --share.qpns;
 }

@@ -9,6 +9,7 @@
 
 #include "common/status.h"
 #include "core/limits.h"
+#include "core/qp_directory.h"
 #include "core/shm_layout.h"
 
 namespace uroce::daemon {
@@ -35,8 +36,10 @@ struct RegistryLimits {
 
 class Registry {
  public:
-  explicit Registry(RegistryLimits limits = {}) : limits_(limits) {}
+  explicit Registry(RegistryLimits limits = {});
   ~Registry();
+  Registry(const Registry&) = delete;
+  Registry& operator=(const Registry&) = delete;
 
   /// Maps and records a client's context segment (`memfd`, which this call
   /// owns: a memfd sealed against shrinking, so that uroced's stores into
@@ -46,6 +49,10 @@ class Registry {
   /// Allocates a QPN (24-bit, never 0 or 1, unused) for a QP at `qp_off` of
   /// `ctx_id` (an XRC SRQ's RqRing if `is_srq`), which must lie inside the segment.
   Result<uint32_t> alloc_qpn(int client_fd, uint32_t ctx_id, uint64_t qp_off, bool is_srq = false);
+  /// Up to `n` QPNs for the QPs at off, off + stride, ... (as many as the
+  /// limits allow, at least one: else the error), written to `out`.
+  Result<uint32_t> alloc_qpns(int client_fd, uint32_t ctx_id, uint64_t off, uint64_t stride, uint32_t n,
+                              bool is_srq, uint32_t* out);
   void free_qpn(int client_fd, uint32_t qpn);
   /// A key for MR table slot `slot`: the slot in the low bits, random high bits.
   Result<uint32_t> alloc_key(int client_fd, uint32_t ctx_id, uint32_t slot);
@@ -66,6 +73,10 @@ class Registry {
   size_t num_ctxs() const { return ctxs_.size(); }
   size_t num_qpns() const { return qpns_.size(); }
   size_t num_xrcds() const { return xrcds_.size(); }
+  /// A read-only descriptor of the QP directory (core/qp_directory.h) to
+  /// pass to a client (still this registry's), or -1 without one.
+  int directory_fd() const { return dir_ro_fd_; }
+  const core::QpDirectory* directory() const { return dir_; }
 
  private:
   CtxRecord* find_ctx(int client_fd, uint32_t ctx_id);
@@ -100,6 +111,11 @@ class Registry {
   // flows take their UDP source port from the QPNs (docs/network-link.md,
   // "Demultiplexing").
   static uint32_t random_qpn();
+  /// Records a QPN's owner (or, with pid 0, its end) in the directory.
+  void publish(uint32_t qpn, uint32_t ctx_id, int32_t pid, uint64_t off, bool is_srq);
+  int dir_fd_ = -1;
+  int dir_ro_fd_ = -1;
+  core::QpDirectory* dir_ = nullptr;  // uroced's writable mapping
 };
 
 }  // namespace uroce::daemon

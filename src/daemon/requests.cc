@@ -1,5 +1,7 @@
 #include "daemon/requests.h"
 
+#include <algorithm>
+
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -59,6 +61,19 @@ void Requests::linger(const Request& req, int passed) {
   if (lingers_.owns(passed) && hooks_.watch) hooks_.watch(passed);
 }
 
+void Requests::alloc_qpns(int fd, const control::Request& req, uint32_t ctx_id, control::Reply* reply) {
+  // A batch: QPNs for the QPs at off, off + stride, ... (as many as the
+  // client's share allows, at least one).
+  const uint32_t n = std::clamp<uint32_t>(req.arg[0], 1, control::kQpnBatchMax);
+  auto r = registry_.alloc_qpns(fd, ctx_id, req.off, n > 1 ? req.arg[1] : 0, n, req.slot == 1, reply->qpns);
+  if (!r.is_ok()) {
+    reply->status = r.err();
+    return;
+  }
+  reply->qpn = reply->qpns[0];
+  reply->key = r.value();
+}
+
 Requests::Answer Requests::handle(int fd, const void* msg, size_t len, int passed) {
   Answer a;
   auto it = clients_.find(fd);
@@ -102,25 +117,25 @@ Requests::Answer Requests::handle(int fd, const void* msg, size_t len, int passe
       // the client says.
       auto r = registry_.register_ctx(fd, cl.pid, passed);
       passed = -1;  // the registry owns it now (and closed it on failure)
-      if (r.is_ok())
+      if (r.is_ok()) {
         reply->ctx_id = r.value();
-      else
+        // With the context, its first batch of QPNs (if it asked: arg[0]).
+        if (req.arg[0]) alloc_qpns(fd, req, r.value(), reply);
+        reply->status = 0;  // the context stands even if the batch was refused
+      } else {
         reply->status = r.err();
+      }
       break;
     }
     case MsgType::kUnregisterCtx:
       registry_.unregister_ctx(fd, req.ctx_id);
       break;
-    case MsgType::kAllocQpn: {
-      auto r = registry_.alloc_qpn(fd, req.ctx_id, req.off, req.slot == 1);
-      if (r.is_ok())
-        reply->qpn = r.value();
-      else
-        reply->status = r.err();
+    case MsgType::kAllocQpn:
+      alloc_qpns(fd, req, req.ctx_id, reply);
       break;
-    }
     case MsgType::kFreeQpn:
       registry_.free_qpn(fd, req.qpn);
+      a.send = false;  // posted: the client goes on without an answer
       break;
     case MsgType::kAllocKey: {
       auto r = registry_.alloc_key(fd, req.ctx_id, req.slot);
@@ -157,6 +172,9 @@ Requests::Answer Requests::handle(int fd, const void* msg, size_t len, int passe
     case MsgType::kIdWatch:
       a.fd = hooks_.id_watch_fd ? hooks_.id_watch_fd() : -1;
       a.close_fd = true;
+      break;
+    case MsgType::kQpDirectory:
+      a.fd = registry_.directory_fd();
       break;
     case MsgType::kLinger:
       if (passed >= 0) linger(req, passed);

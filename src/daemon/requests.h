@@ -77,6 +77,8 @@ class Requests {
   bool empty() const { return clients_.empty(); }
 
  private:
+  /// kAllocQpn's batch (also asked with kRegisterCtx) into `reply`.
+  void alloc_qpns(int fd, const control::Request& req, uint32_t ctx_id, control::Reply* reply);
   struct Client {
     pid_t pid = 0;
     bool refused = false;  // another user's process

@@ -257,9 +257,10 @@ class Server {
       return;
     }
     Requests::Answer a = requests_->handle(fd, buf, size_t(n), passed);
-    const bool sent = a.send && send_msg_fd(fd, a.reply.get(), a.len, a.fd) >= 0;
+    // (A posted request has no answer: a.send false.)
+    const bool failed = a.send && send_msg_fd(fd, a.reply.get(), a.len, a.fd) < 0;
     if (a.close_fd && a.fd >= 0) close(a.fd);
-    if (!sent || a.drop) drop_client(fd);
+    if (failed || a.drop) drop_client(fd);
   }
 
   static bool is_cm_open(const uint8_t* buf, size_t n) {
