@@ -72,13 +72,15 @@ Result<uint64_t> Segment::alloc(size_t bytes) {
   if (it != free_.end() && !it->second.empty()) {
     off = it->second.front();
     it->second.erase(it->second.begin());
+    memset(base_ + off, 0, c);
   } else {
+    // Above the top the file was never written: its pages are zero
+    // already, and stay untouched (no page fault) until used.
     uint64_t align = std::min<size_t>(c, 4096);
     off = (top_ + align - 1) & ~(align - 1);
     if (Status st = grow_to(off + c); !st) return st;
     top_ = off + c;
   }
-  memset(base_ + off, 0, c);
   return off;
 }
 

@@ -35,6 +35,8 @@ bool live_has(const UCq* c) {
 }
 }  // namespace
 
+bool cq_is_live(const ibv_cq* c) { return live_has(reinterpret_cast<const UCq*>(c)); }
+
 static_assert(int(core::WcStatus::kGeneralErr) == IBV_WC_GENERAL_ERR);
 static_assert(int(core::WcStatus::kRnrRetryExcErr) == IBV_WC_RNR_RETRY_EXC_ERR);
 static_assert(int(core::WcOpcode::kRecvRdmaWithImm) == IBV_WC_RECV_RDMA_WITH_IMM);

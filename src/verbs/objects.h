@@ -128,6 +128,9 @@ inline UContext* uctx(ibv_context* c) {
   return reinterpret_cast<UContext*>(reinterpret_cast<char*>(c) - offsetof(verbs_context, context));
 }
 inline UCq* ucq(ibv_cq* c) { return reinterpret_cast<UCq*>(c); }
+/// Whether `c` is a CQ of this process that was not destroyed (verbs/cq.cc):
+/// a stale pointer is refused as the kernel refuses a stale handle.
+bool cq_is_live(const ibv_cq* c);
 inline UCq* ucq(ibv_cq_ex* c) { return reinterpret_cast<UCq*>(c); }
 inline UQp* uqp(ibv_qp* q) { return reinterpret_cast<UQp*>(q); }
 inline UQp* uqp(ibv_qp_ex* q) { return reinterpret_cast<UQp*>(q); }

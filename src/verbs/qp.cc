@@ -71,6 +71,12 @@ ibv_qp* create_qp_common(ibv_context* ctx, ibv_qp_init_attr_ex* a) {
     errno = EINVAL;
     return nullptr;
   }
+  // A CQ already destroyed: EINVAL, as the kernel answers a stale handle
+  // (cmtime's server keeps the first connection's CQs in its attributes).
+  if ((a->send_cq && !cq_is_live(a->send_cq)) || (a->recv_cq && !cq_is_live(a->recv_cq))) {
+    errno = EINVAL;
+    return nullptr;
+  }
   UContext* c = uctx(ctx);
   auto* q = new UQp();
   memset(&q->ex, 0, sizeof(q->ex));

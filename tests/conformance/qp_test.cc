@@ -57,5 +57,26 @@ TEST_F(QpCreateEx, AnyCreateFlagIsRefused) {
   if (qp) ibv_destroy_qp(qp);
 }
 
+// A CQ already destroyed is refused (EINVAL, as the kernel refuses a stale
+// handle), never used: cmtime's server passes its first connection's CQs to
+// every later rdma_create_qp (rdma_create_qp writes them back into its
+// attributes), after that connection destroyed them.
+TEST_F(QpCreateEx, ADestroyedCqIsRefused) {
+  ibv_cq* gone = ibv_create_cq(ctx_, 16, nullptr, nullptr, 0);
+  ASSERT_NE(gone, nullptr);
+  ASSERT_EQ(ibv_destroy_cq(gone), 0);
+  ibv_qp_init_attr_ex a = attr(IBV_QPT_RC);
+  a.comp_mask = IBV_QP_INIT_ATTR_PD;
+  for (int side = 0; side < 2; ++side) {
+    (side ? a.recv_cq : a.send_cq) = gone;
+    errno = 0;
+    ibv_qp* qp = ibv_create_qp_ex(ctx_, &a);
+    EXPECT_EQ(qp, nullptr) << "side " << side;
+    EXPECT_EQ(errno, EINVAL) << "side " << side;
+    if (qp) ibv_destroy_qp(qp);
+    a.send_cq = a.recv_cq = cq_;
+  }
+}
+
 }  // namespace
 }  // namespace uroce::fault
