@@ -737,6 +737,16 @@ def group_cm(b):
                  extra=f"min_us={rows['serial']['min_us']}")
     else:
         b.fail("tcp_connect", "TCP", "conn_rate", n, "kconn/s", f"rc={rc}")
+    # The floor under one connection alone: a request to a process asleep on the other CPU and
+    # its answer, after 1 ms idle (bench/src/wake_rtt.c).
+    w = os.path.join(b.bin, "wake_rtt")
+    rc, text = b.run("cm", "wake_rtt", [w, str(b.a.srv_cpu), str(b.a.cli_cpu), str(b.it(500)), "1000"])
+    rows = parse_kv_lines(text, "wake_rtt")
+    if rc == 0 and rows:
+        b.record("wake_rtt", "2 process wake-ups", "conn_lat", 1, rows[0]["median_us"], "us",
+                 extra=f"min_us={rows[0]['min_us']} p90_us={rows[0]['p90_us']}")
+    else:
+        b.fail("wake_rtt", "2 process wake-ups", "conn_lat", 1, "us", f"rc={rc}")
 
 
 GROUPS = {"limits": group_limits, "uroce": group_uroce, "uroce_udp": group_uroce_udp, "ucx": group_ucx,

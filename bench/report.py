@@ -361,7 +361,8 @@ def targets(d):
 
 # ------------------------------------------------ connection set-up ------
 CM_UROCE = ("cmtime", "uroce CM")
-CM_PEERS = [("cmtime", "kernel rxe (qemu TCG guest)"), ("tcp_connect", "TCP")]
+CM_PEERS = [("cmtime", "kernel rxe (qemu TCG guest)"), ("tcp_connect", "TCP"),
+            ("wake_rtt", "2 process wake-ups")]
 
 
 def conn_stat(d, who, kind):
@@ -731,7 +732,10 @@ def write_results(d, args, tgt, table_md, plot_rel):
                  " both in the qemu guest of ../shared/interop/rxe-qemu over rxe0 (`bench/rxe_cmtime.sh`;"
                  " the guest runs under TCG, every instruction emulated, so its numbers are the kernel's"
                  " path on a much slower CPU); TCP = `bench/src/tcp_connect.c`, 1000 non-blocking"
-                 " connects at once and one alone, on 127.0.0.1.")
+                 " connects at once and one alone, on 127.0.0.1; 2 process wake-ups ="
+                 " `bench/src/wake_rtt.c`, the median round trip of one byte to a process asleep on the"
+                 " other vCPU and back, after 1 ms idle: the least any connection between two processes"
+                 " exchanges (a request and its answer), as one connection alone finds the machine.")
         L.append("")
         L += cm
         L.append("")

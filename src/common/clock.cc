@@ -1,6 +1,7 @@
 #include "common/clock.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -66,5 +67,17 @@ const TscScale& tsc_scale() {
   static const TscScale s = kernel_uses_tsc() ? calibrate(read_tsc, now_ns) : TscScale{};
   return s;
 }
+
+namespace {
+// The calibration takes ~100 us under the initialization guard of `s`: a
+// fork() by another thread meanwhile left the child's copy of that guard
+// forever "in progress", and the child's first fast_now_ns() waited on it
+// for good (verbs_ops_srq_udp_test's second agent, forked while the test
+// process's network thread calibrated). Every fork() first finishes (or
+// makes) the calibration in the forking thread.
+__attribute__((constructor)) void calibrate_before_any_fork() {
+  pthread_atfork([] { (void)tsc_scale(); }, nullptr, nullptr);
+}
+}  // namespace
 
 }  // namespace uroce::detail

@@ -25,7 +25,7 @@ enum class MsgType : uint32_t {
   // stride: n QPNs for the QPs at off, off + stride, ... -> qpns[0..key)
   // (at least one; fewer than n near the client's limit), qpn = qpns[0]
   kAllocQpn = 4,
-  kFreeQpn = 5,  // qpn (posted: no reply)
+  kFreeQpn = 5,   // qpn (posted: no reply)
   kAllocKey = 6,  // ctx_id, slot -> key
   kFreeKey = 7,
   kResolveQpn = 8,  // qpn -> pid, ctx_id, qp_off + fd of the owner's segment

@@ -60,7 +60,8 @@ struct QpDirHit {
 /// The writer's side (uroced): `qpn` now lives at `off` of context `ctx_id`
 /// of process `pid` (or, with pid 0, is gone: its slot is cleared if it
 /// still holds it).
-inline void qp_dir_put(QpDirectory* t, uint32_t qpn, uint32_t ctx_id, int32_t pid, uint64_t off, bool is_srq) {
+inline void qp_dir_put(QpDirectory* t, uint32_t qpn, uint32_t ctx_id, int32_t pid, uint64_t off,
+                       bool is_srq) {
   QpDirEntry& e = t->e[qpn & (QpDirectory::kSlots - 1)];
   if (pid == 0 && e.qpn != qpn) return;
   const uint32_t s = e.seq.load(std::memory_order_relaxed);

@@ -51,7 +51,6 @@ Registry::~Registry() {
   if (dir_ro_fd_ >= 0) close(dir_ro_fd_);
 }
 
-
 void Registry::publish(uint32_t qpn, uint32_t ctx_id, int32_t pid, uint64_t off, bool is_srq) {
   if (dir_) core::qp_dir_put(dir_, qpn, ctx_id, pid, off, is_srq);
 }
@@ -152,8 +151,8 @@ Result<uint32_t> Registry::alloc_qpn(int client_fd, uint32_t ctx_id, uint64_t qp
   return qpn;
 }
 
-Result<uint32_t> Registry::alloc_qpns(int client_fd, uint32_t ctx_id, uint64_t off, uint64_t stride, uint32_t n,
-                                      bool is_srq, uint32_t* out) {
+Result<uint32_t> Registry::alloc_qpns(int client_fd, uint32_t ctx_id, uint64_t off, uint64_t stride,
+                                      uint32_t n, bool is_srq, uint32_t* out) {
   CtxRecord* c = find_ctx(client_fd, ctx_id);
   if (!c || n == 0) return Status(EINVAL);
   // uroced stores into the QP when its process dies (drop_ctx): each must

@@ -1,10 +1,9 @@
 #include "daemon/requests.h"
 
-#include <algorithm>
-
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 

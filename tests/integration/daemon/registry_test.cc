@@ -2,17 +2,17 @@
 // QPNs handed out in batches for a context's QP slots, each published with
 // its owner and place, and taken out of the directory when freed or when the
 // process goes.
+#include "daemon/registry.h"
+
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <set>
 
 #include "core/qp_directory.h"
 #include "core/segment.h"
-#include "daemon/registry.h"
 
 namespace uroce::daemon {
 namespace {
