@@ -21,8 +21,13 @@ using core::SegHeader;
 
 uint32_t Registry::random_qpn() {
   constexpr uint32_t kFirst = 0x11, kLast = 0xfffffe;  // 0xffffff: multicast
-  uint32_t r = 0;
-  if (getrandom(&r, sizeof(r), 0) != sizeof(r)) r = uint32_t(std::random_device{}());
+  // One getrandom per kRandomBatch numbers (a batch of QPNs is one request).
+  if (random_left_ == 0) {
+    if (getrandom(random_, sizeof(random_), 0) != ssize_t(sizeof(random_)))
+      for (uint32_t& r : random_) r = uint32_t(std::random_device{}());
+    random_left_ = kRandomBatch;
+  }
+  const uint32_t r = random_[--random_left_];
   return kFirst + r % (kLast - kFirst + 1);
 }
 

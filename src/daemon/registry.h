@@ -110,7 +110,10 @@ class Registry {
   // (two users, or parallel tests) rarely hand out the same numbers — RoCE v2
   // flows take their UDP source port from the QPNs (docs/network-link.md,
   // "Demultiplexing").
-  static uint32_t random_qpn();
+  uint32_t random_qpn();
+  static constexpr uint32_t kRandomBatch = 16;
+  uint32_t random_[kRandomBatch] = {};
+  uint32_t random_left_ = 0;
   /// Records a QPN's owner (or, with pid 0, its end) in the directory.
   void publish(uint32_t qpn, uint32_t ctx_id, int32_t pid, uint64_t off, bool is_srq);
   int dir_fd_ = -1;
