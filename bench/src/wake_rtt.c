@@ -6,10 +6,11 @@
  *   wake_rtt SERVER_CPU CLIENT_CPU COUNT IDLE_US
  * prints
  *   RESULT wake_rtt idle_us=.. count=.. median_us=.. min_us=.. p90_us=.. */
+#include "bench_util.h"
+/* (bench_util.h first: it defines _GNU_SOURCE) */
 #include <sys/socket.h>
 #include <sys/wait.h>
-
-#include "bench_util.h"
+#include <unistd.h>
 
 static int cmp(const void* a, const void* b) {
   const uint64_t x = *(const uint64_t*)a, y = *(const uint64_t*)b;
