@@ -4,6 +4,8 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include <cstring>
+
 #include "core/cq.h"
 #include "core/mr_backing.h"
 #include "core/notify.h"
@@ -34,15 +36,14 @@ Result<std::unique_ptr<Context>> Context::open(const DeviceInfo& dev) {
   c->lock_held_ = true;
   // The first batch of QP slots comes with the registration: a process's
   // first QP costs no round trip either.
-  const uint64_t stride = Segment::block_size(sizeof(QpShm));
-  auto block = c->seg_->alloc(kQpSlotBatch * stride);
-  if (!block.is_ok()) return Status(block.err());
+  auto chunk = c->next_chunk();
+  if (!chunk.is_ok()) return Status(chunk.err());
   uint32_t qpns[kQpSlotBatch];
-  ControlClient::QpnBatch batch{block.value(), stride, kQpSlotBatch, qpns};
+  ControlClient::QpnBatch batch{chunk.value(), Segment::block_size(sizeof(QpShm)), kQpSlotBatch, qpns};
   auto id = c->ctl_->register_ctx(c->seg_->memfd(), &batch);
   if (!id.is_ok()) return Status(id.err());
   c->ctx_id_ = id.value();
-  c->add_qp_slots(block.value(), stride, qpns, batch.got);
+  c->add_qp_slots(chunk.value(), qpns, batch.got);
   // Peers copy into this process with process_vm_writev, which Yama's
   // ptrace_scope=1 would refuse between non-descendants; allow it (same-uid
   // checks still apply). Without Yama this fails harmlessly with EINVAL.
@@ -58,17 +59,40 @@ void Context::own_segment_corrupt() {
   notify_post(getpid(), async_id_, m);
 }
 
+Result<uint64_t> Context::next_chunk() {
+  const uint64_t bytes = kQpSlotBatch * Segment::block_size(sizeof(QpShm));
+  if (!free_chunks_.empty()) {
+    const uint64_t base = free_chunks_.back();
+    free_chunks_.pop_back();
+    // A peer still holding one of these places from an old QP finds no
+    // magic there, then another QPN (PeerQp::valid).
+    memset(seg_->base() + base, 0, bytes);
+    chunks_[base] = kQpSlotBatch;
+    return base;
+  }
+  auto block = seg_->alloc(bytes);
+  if (!block.is_ok()) return Status(block.err());
+  chunks_[block.value()] = kQpSlotBatch;
+  return block.value();
+}
+
+void Context::add_qp_slots(uint64_t base, const uint32_t* qpns, uint32_t got) {
+  const uint64_t stride = Segment::block_size(sizeof(QpShm));
+  for (uint32_t i = got; i-- > 0;) qp_slots_.push_back(QpSlot{qpns[i], base + i * stride, base});
+  uint32_t& idle = chunks_[base];
+  idle -= got;
+  if (idle == kQpSlotBatch) free_chunks_.push_back(base);  // none numbered: usable again at once
+}
+
 Result<Context::QpSlot> Context::take_qp_slot() {
   std::lock_guard<std::mutex> g(qp_slots_mu_);
   if (qp_slots_.empty()) {
-    // kQpSlotBatch QpShms in one block, each freed on its own later (the
-    // arena keeps free blocks by size class, and the stride is one).
-    const uint64_t stride = Segment::block_size(sizeof(QpShm));
-    auto block = seg_->alloc(kQpSlotBatch * stride);
-    if (!block.is_ok()) return Status(block.err());
+    auto chunk = next_chunk();
+    if (!chunk.is_ok()) return Status(chunk.err());
     uint32_t qpns[kQpSlotBatch];
-    auto got = ctl_->alloc_qpns(ctx_id_, block.value(), stride, kQpSlotBatch, qpns);
-    add_qp_slots(block.value(), stride, qpns, got.is_ok() ? got.value() : 0);
+    auto got =
+        ctl_->alloc_qpns(ctx_id_, chunk.value(), Segment::block_size(sizeof(QpShm)), kQpSlotBatch, qpns);
+    add_qp_slots(chunk.value(), qpns, got.is_ok() ? got.value() : 0);
     if (!got.is_ok()) return Status(got.err());
   }
   const QpSlot s = qp_slots_.back();
@@ -76,15 +100,15 @@ Result<Context::QpSlot> Context::take_qp_slot() {
   return s;
 }
 
-void Context::add_qp_slots(uint64_t base, uint64_t stride, const uint32_t* qpns, uint32_t got) {
-  // The QpShms without a QPN go back to the arena, one by one.
-  for (uint32_t i = got; i < kQpSlotBatch; ++i) seg_->free(base + i * stride, sizeof(QpShm));
-  for (uint32_t i = got; i-- > 0;) qp_slots_.push_back(QpSlot{qpns[i], base + i * stride});
-}
-
 void Context::put_back_qp_slot(const QpSlot& s) {
   std::lock_guard<std::mutex> g(qp_slots_mu_);
   qp_slots_.push_back(s);
+}
+
+void Context::release_qp_slot(uint64_t chunk) {
+  std::lock_guard<std::mutex> g(qp_slots_mu_);
+  auto it = chunks_.find(chunk);
+  if (it != chunks_.end() && ++it->second == kQpSlotBatch) free_chunks_.push_back(chunk);
 }
 
 Context::~Context() {

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
@@ -50,14 +51,20 @@ class Context {
   /// A QP's place in the segment and its QPN, taken from a batch uroced
   /// handed out ahead: one round trip per kQpSlotBatch QPs, not one per QP
   /// (the QPN is registered to the place, so peers resolve it at once).
+  /// Places come in chunks of kQpSlotBatch; a chunk whose places all came
+  /// back is batched again, so a process that keeps making and destroying
+  /// QPs does not grow its segment.
   struct QpSlot {
     uint32_t qpn;
-    uint64_t off;  // a zeroed QpShm
+    uint64_t off;    // a zeroed QpShm
+    uint64_t chunk;  // the chunk it belongs to (for release_qp_slot)
   };
   static constexpr uint32_t kQpSlotBatch = 8;
   Result<QpSlot> take_qp_slot();
-  /// A slot taken but not used (its QpShm still untouched).
+  /// A slot taken but not used (its QpShm still untouched): back to the pool, QPN and all.
   void put_back_qp_slot(const QpSlot& s);
+  /// The QP in a slot of `chunk` is gone (its QPN freed with uroced).
+  void release_qp_slot(uint64_t chunk);
   /// Bytes of device memory this context may still allocate (core/device_memory.h).
   std::atomic<uint64_t>* dm_budget() { return &dm_left_; }
 
@@ -119,11 +126,15 @@ class Context {
   bool lock_held_ = false;
   std::atomic<uint32_t> next_pd_id_{1};
   std::atomic<uint64_t> dm_left_{kLimits.max_dm_size};
-  /// Takes a batch block of kQpSlotBatch QpShms at `base` of which the
-  /// first `got` have QPNs `qpns` (qp_slots_mu_ held, or before sharing).
-  void add_qp_slots(uint64_t base, uint64_t stride, const uint32_t* qpns, uint32_t got);
+  /// A chunk of kQpSlotBatch QpShms: one whose places all came back, zeroed
+  /// again, or a new one (qp_slots_mu_ held, or before sharing).
+  Result<uint64_t> next_chunk();
+  /// The chunk at `base` got QPNs `qpns` for its first `got` places.
+  void add_qp_slots(uint64_t base, const uint32_t* qpns, uint32_t got);
   std::mutex qp_slots_mu_;
-  std::vector<QpSlot> qp_slots_;  // the next one at the back
+  std::vector<QpSlot> qp_slots_;         // the next one at the back
+  std::map<uint64_t, uint32_t> chunks_;  // base -> places not in use (back, or never numbered)
+  std::vector<uint64_t> free_chunks_;    // bases whose places are all back
   /// A slot (and its key) for a region or window; 0 when the table is full.
   Result<uint32_t> take_slot_key();
   void give_back_slot(uint32_t slot);

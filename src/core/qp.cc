@@ -92,6 +92,7 @@ Result<std::unique_ptr<Qp>> Qp::create(Context* ctx, const QpCreateArgs& a) {
   auto slot = ctx->take_qp_slot();
   if (!slot.is_ok()) return Status(slot.err());
   q->shm_off_ = slot->off;
+  q->shm_chunk_ = slot->chunk;
   q->shm_ = ctx->seg().at<QpShm>(q->shm_off_);
   if (!has_rq) {
     q->cap_.max_recv_wr = q->cap_.max_recv_sge = 0;
@@ -178,7 +179,7 @@ Qp::~Qp() {
   if (recv_cq_ && qpn_) recv_cq_->refs--;
   if (srq_ && qpn_) srq_->refs--;
   if (!srq_ && rq_off_) ctx_->seg().free(rq_off_, rq_bytes_);
-  if (shm_off_) ctx_->seg().free(shm_off_, sizeof(QpShm));
+  if (shm_off_) ctx_->release_qp_slot(shm_chunk_);
 }
 
 Status Qp::modify(const QpModifyArgs& a, uint32_t mask) {

@@ -193,6 +193,7 @@ class Qp {
   QpShm* shm_ = nullptr;
   const PeerSegment* opened_from_ = nullptr;  // ibv_open_qp handles: the creator's segment
   uint64_t shm_off_ = 0;
+  uint64_t shm_chunk_ = 0;  // the QP-slot chunk shm_off_ belongs to (Context::release_qp_slot)
   uint32_t qpn_ = 0;
   QpType type_ = QpType::kRc;
   uint32_t pd_id_ = 0;

@@ -1,7 +1,14 @@
 // QP creation as rdma-core's test suite draws it (pyverbs tests/test_qp.py:
 // random_qp_init_attr_ex picks IBV_QP_INIT_ATTR_CREATE_FLAGS at random and,
 // for a device that is not Mellanox's, an empty set of flags).
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <set>
 
 #include "fault/errors/fault_harness.h"
 
@@ -76,6 +83,51 @@ TEST_F(QpCreateEx, ADestroyedCqIsRefused) {
     if (qp) ibv_destroy_qp(qp);
     a.send_cq = a.recv_cq = cq_;
   }
+}
+
+/// The size of this process's context segments (the memfds named
+/// "uroce-ctx"), summed.
+uint64_t segment_bytes() {
+  uint64_t total = 0;
+  DIR* d = opendir("/proc/self/fd");
+  if (!d) return 0;
+  while (dirent* e = readdir(d)) {
+    char path[64], target[256];
+    snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
+    const ssize_t n = readlink(path, target, sizeof(target) - 1);
+    if (n <= 0) continue;
+    target[n] = 0;
+    struct stat st;
+    if (strstr(target, "memfd:uroce-ctx") && stat(path, &st) == 0) total += uint64_t(st.st_size);
+  }
+  closedir(d);
+  return total;
+}
+
+// QP numbers come in batches for places in the segment (core/context.h):
+// a program that keeps creating and destroying QPs gets the places back, so
+// its segment stops growing, and every QP gets a number no live QP has.
+TEST_F(QpCreateEx, CreatingAndDestroyingQpsReusesTheirPlaces) {
+  auto cycle = [&](int n, std::set<uint32_t>* seen) {
+    for (int i = 0; i < n; ++i) {
+      ibv_qp_init_attr_ex a = attr(IBV_QPT_RC);
+      a.comp_mask = IBV_QP_INIT_ATTR_PD;
+      ibv_qp* held = ibv_create_qp_ex(ctx_, &a);  // two live at a time, as a server's connections overlap
+      ibv_qp* qp = ibv_create_qp_ex(ctx_, &a);
+      ASSERT_TRUE(held && qp) << strerror(errno);
+      EXPECT_NE(held->qp_num, qp->qp_num);
+      if (seen) seen->insert(qp->qp_num);
+      ASSERT_EQ(ibv_destroy_qp(qp), 0);
+      ASSERT_EQ(ibv_destroy_qp(held), 0);
+    }
+  };
+  ASSERT_NO_FATAL_FAILURE(cycle(40, nullptr));
+  const uint64_t before = segment_bytes();
+  ASSERT_GT(before, 0u);
+  std::set<uint32_t> seen;
+  ASSERT_NO_FATAL_FAILURE(cycle(2000, &seen));
+  EXPECT_EQ(segment_bytes(), before) << "the segment grew while QPs came and went";
+  EXPECT_GT(seen.size(), 1000u) << "QP numbers came back too soon";
 }
 
 }  // namespace
