@@ -8,12 +8,12 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "core/limits.h"
+#include "core/net_engine.h"
+#include "core/net_qp.h"
 #include "core/notify.h"
 #include "core/peer_map.h"
 #include "core/qp_state.h"
 #include "core/service.h"
-#include "transport/net_engine.h"
-#include "transport/net_qp.h"
 
 namespace uroce::core {
 namespace {
@@ -306,7 +306,7 @@ Status Qp::post_recv(uint64_t wr_id, const Sge* sge, uint32_t num_sge) {
   if (num_sge > cap_.max_recv_sge) return Status(EINVAL);
   QpState s = state();
   if (s == QpState::kReset) return Status(EINVAL);
-  transport::NetEngine::catch_up();
+  NetEngine::catch_up();
   std::lock_guard<SpinLock> g(rq_mu_);
   if (!rq_post(ctx_->seg().base(), rq_, wr_id, sge, num_sge, &rq_head_seen_, &ctx_->seg().bound())) {
     if (!ctx_->seg().bound().corrupt.load(std::memory_order_relaxed)) return Status(ENOMEM);

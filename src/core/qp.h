@@ -1,6 +1,6 @@
 // Queue pair (owner side). Setup, state machine and receive side live in
-// core/qp.cc; the send side (requester/completer) in transport/requester.cc,
-// what a send does at its target (responder) in transport/responder.cc.
+// core/qp.cc; the send side (requester/completer) in core/qp_send.cc,
+// what a send does at its target (responder) in core/target.cc.
 #pragma once
 
 #include <sys/uio.h>
@@ -22,11 +22,12 @@
 #include "link/ip_addr.h"
 
 namespace uroce::transport {
-class NetQp;
 struct SqWqe;
 }  // namespace uroce::transport
 
 namespace uroce::core {
+
+class NetQp;
 
 /// Where a packet goes (ibv_ah_attr, reduced to what RoCE uses).
 struct AddressVector {
@@ -112,7 +113,7 @@ class Qp {
   // --- receive side (core/qp.cc)
   Status post_recv(uint64_t wr_id, const Sge* sge, uint32_t num_sge);
 
-  // --- send side (transport/requester.cc)
+  // --- send side (core/qp_send.cc)
   /// Executes (or queues behind deferred work) one WR. EINVAL/ENOMEM per verbs.
   Status post_send(const SendWqe& w);
   /// Retries deferred work (RNR / no response); true while work is still deferred.
@@ -173,7 +174,7 @@ class Qp {
   /// Checks a WQE's gather list against the local MR table (IBA C10-xx:
   /// L_Key checks); kSuccess or the completion error.
   WcStatus gather(const SendWqe& w, iovec* loc, size_t* nl, uint64_t* len);
-  /// BIND_MW or LOCAL_INV on this context's MR table (transport/requester.cc).
+  /// BIND_MW or LOCAL_INV on this context's MR table (core/qp_send.cc).
   WcStatus local_op(const SendWqe& w);
 
   // --- the network link (core/qp_net.cc)
@@ -227,7 +228,7 @@ class Qp {
   PeerQp peer_{};             // RC/UC: cached target
   PeerQp ud_peer_{};          // UD: the current WQE's target (under sq_mu_)
   MrCache local_mr_cache_{};  // the last local MR a WQE used (under sq_mu_)
-  std::unique_ptr<transport::NetQp> net_;
+  std::unique_ptr<NetQp> net_;
   uint32_t net_unsignaled_ = 0;   // like unsignaled_, for network completions (under the NetQp's lock)
   link::IpAddr ud_dst_cache_ip_;  // the last UD destination looked at (under sq_mu_)
   bool ud_dst_cache_remote_ = false;

@@ -1,5 +1,5 @@
 // A connected QP on the network link: when it goes there, and the glue
-// between core::Qp (verbs, queues, CQs) and transport::NetQp (the RC / UC
+// between core::Qp (verbs, queues, CQs) and NetQp (the RC / UC
 // state machines on UDP). See docs/network-link.md.
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -12,11 +12,11 @@
 #include "common/log.h"
 #include "core/control_client.h"
 #include "core/limits.h"
+#include "core/net_engine.h"
+#include "core/net_qp.h"
 #include "core/peer_map.h"
 #include "core/qp.h"
-#include "core/timers.h"
-#include "transport/net_engine.h"
-#include "transport/net_qp.h"
+#include "transport/timers.h"
 
 namespace uroce::core {
 
@@ -172,7 +172,7 @@ bool Qp::wants_network() const {
 
 Status Qp::net_open() {
   const DeviceInfo& d = ctx_->dev();
-  transport::NetQp::Config c;
+  NetQp::Config c;
   c.type = type_;
   c.qpn = qpn_;
   std::vector<link::IpAddr> ud_more;
@@ -181,14 +181,14 @@ Status Qp::net_open() {
     if (ud_more.empty()) return Status(EINVAL);
     c.local_ip = ud_more.front();
     ud_more.erase(ud_more.begin());
-    c.sport = transport::udp_sport(0, qpn_, 1);  // one port per UD QP
+    c.sport = core::udp_sport(0, qpn_, 1);  // one port per UD QP
   } else {
     if (!unicast_addr(d.gids[attr_.av.sgid_index], d, &c.local_ip) ||
         !unicast_addr(attr_.av.dgid, d, &c.remote_ip))
       return Status(EINVAL);
     // One family end to end (an IPv4 socket cannot reach an IPv6 address).
     if (c.local_ip.is_v4() != c.remote_ip.is_v4()) return Status(EINVAL);
-    c.sport = c.peer_sport = transport::udp_sport(attr_.av.flow_label, qpn_, attr_.dest_qpn);
+    c.sport = c.peer_sport = core::udp_sport(attr_.av.flow_label, qpn_, attr_.dest_qpn);
     if (c.local_ip == c.remote_ip && qpn_ != attr_.dest_qpn) {
       // Both ends on this host (UROCE_LINK=udp): with one port the two
       // directions would be the same 4-tuple and neither connected socket
@@ -207,10 +207,10 @@ Status Qp::net_open() {
   c.resp.max_dest_rd_atomic = attr_.max_dest_rd_atomic ? attr_.max_dest_rd_atomic : 1;
   auto self = PeerMap::get().resolve(qpn_);
   if (!self.is_ok()) return Status(self.err());
-  transport::NetEngine& e = transport::NetEngine::get();
-  auto q = transport::NetQp::open(
-      c, self.value(), ctx_->host(), e.settings(),
-      [this](const transport::SqWqe& w, WcStatus st, uint32_t n) { net_send_done(w, st, n); });
+  NetEngine& e = NetEngine::get();
+  auto q =
+      NetQp::open(c, self.value(), ctx_->host(), e.settings(),
+                  [this](const transport::SqWqe& w, WcStatus st, uint32_t n) { net_send_done(w, st, n); });
   if (!q.is_ok()) return Status(q.err());
   net_ = std::move(q.value());
   if (Status s = e.add(net_.get()); !s.is_ok()) {
@@ -289,13 +289,13 @@ void Qp::net_start_requester() {
 
 void Qp::net_close() {
   if (!net_) return;
-  transport::NetEngine::get().remove(net_.get());
+  NetEngine::get().remove(net_.get());
   net_->flush_acks();
   net_->flush_link();
   // The peer may still retransmit what was executed (its ACK lost): uroced
   // answers for a while (daemon/linger.h). The socket is passed (SCM_RIGHTS)
   // before ours closes, so no datagram of the flow finds no socket.
-  const transport::NetQp::Last l = net_->release_for_linger();
+  const NetQp::Last l = net_->release_for_linger();
   if (l.any && !ctx_->fatal()) ctx_->ctl()->linger(l.rx_fd, qpn_, l.dest_qpn, l.epsn, l.msn, l.sport);
   net_.reset();
 }
@@ -342,7 +342,7 @@ Status Qp::net_post(const SendWqe& w) {
     q.imm = w.imm;
   q.compare_add = w.compare_add;
   q.swap = w.swap;
-  transport::NetEngine& e = transport::NetEngine::get();
+  NetEngine& e = NetEngine::get();
   e.app_posts();
   net_->post(std::move(q));
   e.kick(net_->next_deadline());

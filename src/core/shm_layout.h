@@ -12,6 +12,7 @@
 
 #include "common/clock.h"
 #include "core/types.h"
+#include "link/shm_link.h"
 
 namespace uroce::core {
 
@@ -321,21 +322,15 @@ struct alignas(kCacheLine) QpShm {
 };
 
 /// Per-device shared memory, created by uroced and mapped by every client:
-/// locks that make RDMA atomics atomic against each other device-wide.
-constexpr uint32_t kAtomicStripes = 4096;
-struct alignas(kCacheLine) AtomicStripe {
-  /// 0 = free, else the holder's pid. CAS(0, pid) acquires, store(0, release)
-  /// frees; a waiter may steal from a holder that no longer exists.
-  std::atomic<int32_t> holder;
-  char pad[kCacheLine - sizeof(std::atomic<int32_t>)];
-};
+/// locks that make RDMA atomics atomic against each other device-wide
+/// (link/shm_link.h).
 struct alignas(kCacheLine) HostShm {
   uint64_t magic;
   /// Set (never cleared) by a process that cannot issue the membarrier a
   /// consumer needs when it arms a CQ: from then on every completion
   /// producer on the host fences instead (see cq_push, cq_arm_barrier).
   std::atomic<uint32_t> cq_producers_fence;
-  AtomicStripe stripes[kAtomicStripes];
+  link::AtomicStripe stripes[link::kAtomicStripes];
 };
 
 static_assert(std::is_standard_layout_v<SegHeader>);

@@ -4,7 +4,7 @@
 
 #include "core/cq.h"
 #include "core/limits.h"
-#include "transport/net_engine.h"
+#include "core/net_engine.h"
 
 namespace uroce::core {
 
@@ -64,7 +64,7 @@ Srq::~Srq() {
 }
 
 Status Srq::post(uint64_t wr_id, const Sge* sge, uint32_t num_sge) {
-  transport::NetEngine::catch_up();  // packets that came before this receive go first
+  NetEngine::catch_up();  // packets that came before this receive go first
   if (num_sge > ring_->max_sge) return Status(EINVAL);
   std::lock_guard<SpinLock> g(mu_);
   if (!rq_post(ctx_->seg().base(), ring_, wr_id, sge, num_sge, &head_seen_, &ctx_->seg().bound())) {

@@ -10,7 +10,7 @@
 namespace uroce::daemon {
 
 bool Gsi::start() {
-  auto in = transport::NetInbox::open(transport::kGsiOwner);
+  auto in = core::NetInbox::open(core::kGsiOwner);
   if (!in.is_ok()) {
     UROCE_WARN("uroced: QP1's inbox cannot be bound (%s): the CM's messages go elsewhere",
                strerror(in.err()));
@@ -63,7 +63,7 @@ void Gsi::handle(const wire::Packet& p, const link::UdpAddr& from, const link::U
     // Linux gave this socket a datagram of an unconnected flow: it is for
     // the process that owns the QP (a packet from the inbox never is).
     const int32_t pid = from_inbox ? 0 : owner_pid(p.bth.dest_qp);
-    if (pid != 0 && forward_.add_for(pid, p, from, to) == transport::NetForward::kPassed)
+    if (pid != 0 && forward_.add_for(pid, p, from, to) == core::NetForward::kPassed)
       ++stats_.passed_on;
     else
       ++stats_.no_owner;

@@ -9,7 +9,7 @@
 // QPs. Linux hands an unconnected flow's datagram to the socket of the
 // address bound last, so a datagram for QP1 reaches either this socket or a
 // process's UD QP socket,
-// which passes it on to QP1's inbox (transport/net_forward.h, kGsiOwner);
+// which passes it on to QP1's inbox (core/net_forward.h, kGsiOwner);
 // what reaches this socket for another QP goes on to that QP's process the
 // same way. A MAD is a UD SEND_ONLY to QP1 with the GSI's Q_Key
 // (0x80010000) and a 256-byte payload; anything else that names QP1 is
@@ -26,8 +26,8 @@
 
 #include "common/fn_ref.h"
 #include "core/device_info.h"
+#include "core/net_forward.h"
 #include "link/udp_link.h"
-#include "transport/net_forward.h"
 
 namespace uroce::daemon {
 
@@ -74,8 +74,8 @@ class Gsi {
               OwnerPid owner_pid, bool from_inbox);
 
   std::map<int, Port> ports_;  // by fd
-  std::unique_ptr<transport::NetInbox> inbox_;
-  transport::NetForwarder forward_;
+  std::unique_ptr<core::NetInbox> inbox_;
+  core::NetForwarder forward_;
   uint32_t psn_ = 0;
   Stats stats_;
 };

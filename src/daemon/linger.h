@@ -12,7 +12,7 @@
 // that share the lingering flow's UDP source port (one flow label for every
 // QP, as UCX sets) have receiving sockets with the same addresses, and Linux
 // gives their datagrams to the one bound last. Those go on to their QP's
-// process, as a process passes them on (transport/net_forward.h).
+// process, as a process passes them on (core/net_forward.h).
 #pragma once
 
 #include <cstdint>
@@ -20,8 +20,8 @@
 #include <memory>
 
 #include "common/fn_ref.h"
+#include "core/net_forward.h"
 #include "link/udp_link.h"
-#include "transport/net_forward.h"
 
 namespace uroce::daemon {
 
@@ -60,7 +60,7 @@ class Lingers {
   };
   static void log_end(const Entry& e);
   std::map<int, Entry> by_fd_;
-  transport::NetForwarder forward_;
+  core::NetForwarder forward_;
 };
 
 }  // namespace uroce::daemon

@@ -89,7 +89,7 @@ namespace {
 constexpr uint64_t kLockTimeoutNs = 2000000000ull;
 
 /// Acquires the stripe; steals it from a holder that no longer exists.
-bool stripe_lock(core::AtomicStripe& s) {
+bool stripe_lock(AtomicStripe& s) {
   const int32_t me = self_pid();
   uint64_t deadline = 0;
   for (uint32_t spins = 0;; ++spins) {
@@ -111,11 +111,11 @@ bool stripe_lock(core::AtomicStripe& s) {
 
 }  // namespace
 
-int atomic_on_peer(core::HostShm* host, int32_t pid, uint64_t remote_addr, uint64_t* mapped, AtomicOp op,
+int atomic_on_peer(AtomicStripe* stripes, int32_t pid, uint64_t remote_addr, uint64_t* mapped, AtomicOp op,
                    uint64_t compare_add, uint64_t swap, uint64_t* orig) {
   uint64_t h = (uint64_t(uint32_t(pid)) * 0x9E3779B97F4A7C15ull) ^ (remote_addr >> 3);
   h ^= h >> 29;
-  core::AtomicStripe& s = host->stripes[h % core::kAtomicStripes];
+  AtomicStripe& s = stripes[h % kAtomicStripes];
   if (!stripe_lock(s)) return -EDEADLK;
   if (mapped) {
     // Same stripe as the process_vm_* path: atomic against it too.

@@ -8,12 +8,20 @@
 
 #include <sys/uio.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
-#include "core/shm_layout.h"
-
 namespace uroce::link {
+
+/// The host-wide locks of RDMA atomics: a stripe per hash of (pid, address),
+/// one cache line each. CAS(0, pid) acquires, store(0, release) frees; a
+/// waiter may steal from a holder that no longer exists.
+constexpr uint32_t kAtomicStripes = 4096;
+struct alignas(64) AtomicStripe {
+  std::atomic<int32_t> holder;
+  char pad[64 - sizeof(std::atomic<int32_t>)];
+};
 
 /// This process's pid (cached; correct after fork()).
 int32_t self_pid();
@@ -30,7 +38,7 @@ void copy_local(const iovec* dst, size_t n_dst, const iovec* src, size_t n_src);
 enum class AtomicOp { kCmpSwap, kFetchAdd };
 /// 8-byte RDMA atomic at `remote_addr` in process `pid`, reached through
 /// `mapped` when that address is mapped here (else nullptr); *orig gets the old value.
-int atomic_on_peer(core::HostShm* host, int32_t pid, uint64_t remote_addr, uint64_t* mapped, AtomicOp op,
+int atomic_on_peer(AtomicStripe* stripes, int32_t pid, uint64_t remote_addr, uint64_t* mapped, AtomicOp op,
                    uint64_t compare_add, uint64_t swap, uint64_t* orig);
 
 }  // namespace uroce::link

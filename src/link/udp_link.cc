@@ -444,7 +444,7 @@ void UdpEndpoint::deliver(const uint8_t* d, size_t len, size_t seg, const UdpAdd
     const uint32_t carried = wire::get_icrc(p + ib);
     if (v6_) {
       if (icrc_v6(src, dst, {p, ib}) != carried) {
-        ++stats_.bad_icrc;  // IBA C17-? : a packet with a bad ICRC is dropped silently
+        ++stats_.bad_icrc;  // dropped silently (IBA Vol. 1 7.8.1; the compliance suite's v1c07-007)
         continue;
       }
       hand_on({p, n}, src, 0, on_packet);

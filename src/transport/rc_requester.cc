@@ -3,13 +3,12 @@
 #include <algorithm>
 #include <cstring>
 
-#include "core/timers.h"
 #include "transport/psn.h"
+#include "transport/timers.h"
 
 namespace uroce::transport {
 
 using namespace uroce::wire;
-using core::WcStatus;
 
 namespace {
 
@@ -135,7 +134,7 @@ void RcRequester::send_packet(Entry& e, uint32_t i, bool ask_ack) {
 }
 
 void RcRequester::send_read(Entry& e, uint32_t k) {
-  // 9.7.4.1.? : a READ resumed after a loss asks for the rest only, at its PSN.
+  // IBA Vol. 1 9.7.4 (requester retry): a READ resumed after a loss asks for the rest only, at its PSN.
   const uint64_t off = uint64_t(k) * cfg_.pmtu;
   Packet p;
   p.bth.opcode = opcode(service(), kReadRequest);  // (never UC: post() refuses READs there)
@@ -369,7 +368,7 @@ void RcRequester::on_response(const Packet& p, uint64_t now) {
         }
         ++rnr_retries_;
         go_back(p.bth.psn);
-        rnr_until_ = now + core::rnr_timer_ns(ack_value(p.syndrome));
+        rnr_until_ = now + rnr_timer_ns(ack_value(p.syndrome));
         return;
       case AckType::kNak: {
         ack_through(psn_add(p.bth.psn, -1), now);

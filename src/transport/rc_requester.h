@@ -17,8 +17,8 @@
 
 #include "common/ring_queue.h"
 #include "common/small_vec.h"
-#include "core/types.h"
 #include "transport/packetizer.h"
+#include "transport/types.h"
 #include "wire/packet.h"
 
 namespace uroce::transport {
@@ -48,7 +48,7 @@ class RequesterEnv {
   virtual ~RequesterEnv() = default;
   virtual void send(wire::Packet& p) = 0;
   /// A WQE is done (`status` != success: the QP moved to ERR).
-  virtual void complete(const SqWqe& w, core::WcStatus status, uint32_t byte_len) = 0;
+  virtual void complete(const SqWqe& w, WcStatus status, uint32_t byte_len) = 0;
   virtual void qp_error() = 0;
   /// Draining (drain(true)): every WQE that had begun is complete.
   virtual void sq_drained() {}
@@ -145,7 +145,7 @@ class RcRequester {
   /// twice that, if well before the timer.
   uint64_t probe_time() const;
   void probe();
-  void fail_front(core::WcStatus st);
+  void fail_front(WcStatus st);
   /// A response for a later READ / atomic came in while `x` still misses
   /// data from `from` (the responder answers in order, so it was lost):
   /// asks for it again once, without waiting for the timer.

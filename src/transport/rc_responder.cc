@@ -7,8 +7,6 @@
 namespace uroce::transport {
 
 using namespace uroce::wire;
-using core::AsyncEvent;
-using core::WcStatus;
 
 wire::Packet RcResponder::response(uint8_t op, uint32_t psn) const {
   Packet r;
@@ -162,14 +160,14 @@ void RcResponder::do_write(const Packet& p, const OpInfo& info) {
     write_left_ = write_len_ = p.dma_len;
     write_at_ = nullptr;
     if (p.dma_len) {
-      write_at_ = env_->remote_memory(p.rkey, p.va, p.dma_len, core::access::kRemoteWrite);
+      write_at_ = env_->remote_memory(p.rkey, p.va, p.dma_len, access::kRemoteWrite);
       if (!write_at_) {
         fail(p.bth.psn, NakCode::kRemoteAccessError, AsyncEvent::kQpAccessErr);  // 9.7.5.1.3
         return;
       }
     }
   }
-  // 9.7.5.1.3 C9-??: the packets must carry exactly the RETH's DMA length.
+  // 9.7.5.1.3: the packets must carry exactly the RETH's DMA length.
   const bool ends = info.flags & (kLast | kOnly);
   if (p.payload.size() > write_left_ || (ends && p.payload.size() != write_left_)) {
     fail(p.bth.psn, NakCode::kInvalidRequest, AsyncEvent::kQpReqErr);
@@ -193,7 +191,7 @@ void RcResponder::do_write(const Packet& p, const OpInfo& info) {
     msn_ = psn_add(msn_, 1);
     if (info.flags & kHasImm) {
       RecvInfo ri;
-      ri.opcode = core::WcOpcode::kRecvRdmaWithImm;
+      ri.opcode = WcOpcode::kRecvRdmaWithImm;
       ri.has_imm = true;
       ri.imm = p.imm;
       ri.solicited = p.bth.solicited;
@@ -204,7 +202,7 @@ void RcResponder::do_write(const Packet& p, const OpInfo& info) {
 }
 
 bool RcResponder::read_responses(uint32_t first_psn, uint64_t va, uint32_t rkey, uint32_t len, uint32_t msn) {
-  const uint8_t* src = len ? env_->remote_memory(rkey, va, len, core::access::kRemoteRead) : nullptr;
+  const uint8_t* src = len ? env_->remote_memory(rkey, va, len, access::kRemoteRead) : nullptr;
   if (len && !src) return false;
   const uint32_t n = packets_for(MsgKind::kReadResponse, len, cfg_.pmtu);
   for (uint32_t i = 0; i < n; ++i) {
@@ -234,7 +232,7 @@ void RcResponder::do_atomic(const Packet& p) {
     fail(p.bth.psn, NakCode::kInvalidRequest, AsyncEvent::kQpReqErr);  // 9.4.5: 8-byte aligned
     return;
   }
-  uint8_t* at = env_->remote_memory(p.rkey, p.va, 8, core::access::kRemoteAtomic);
+  uint8_t* at = env_->remote_memory(p.rkey, p.va, 8, access::kRemoteAtomic);
   if (!at) {
     fail(p.bth.psn, NakCode::kRemoteAccessError, AsyncEvent::kQpAccessErr);
     return;

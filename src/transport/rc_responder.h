@@ -12,8 +12,8 @@
 #include <deque>
 #include <span>
 
-#include "core/types.h"
 #include "transport/packetizer.h"
+#include "transport/types.h"
 #include "wire/packet.h"
 
 namespace uroce::transport {
@@ -26,7 +26,7 @@ struct RecvTarget {
 
 /// What arrived with a completed SEND / WRITE_WITH_IMM.
 struct RecvInfo {
-  core::WcOpcode opcode = core::WcOpcode::kRecv;
+  WcOpcode opcode = WcOpcode::kRecv;
   uint32_t imm = 0;  // network order
   bool has_imm = false;
   bool has_inv = false;
@@ -51,9 +51,8 @@ class ResponderEnv {
   virtual bool claim_recv(RecvTarget* out) = 0;
   /// Places bytes of a SEND at `offset` of the claimed receive's buffers.
   virtual Access place_recv(const RecvTarget& r, uint64_t offset, std::span<const uint8_t> bytes) = 0;
-  virtual void complete_recv(const RecvTarget& r, core::WcStatus st, uint32_t byte_len,
-                             const RecvInfo& info) = 0;
-  /// Checks `rkey` for [va, va+len) with `need` (core::access bits, and the
+  virtual void complete_recv(const RecvTarget& r, WcStatus st, uint32_t byte_len, const RecvInfo& info) = 0;
+  /// Checks `rkey` for [va, va+len) with `need` (access bits, and the
   /// QP's own access flags); returns where those bytes are in this process.
   virtual uint8_t* remote_memory(uint32_t rkey, uint64_t va, uint64_t len, uint32_t need) = 0;
   /// An 8-byte atomic at `at` (already checked), atomic against the device's other atomics.
@@ -63,7 +62,7 @@ class ResponderEnv {
   virtual void send(wire::Packet& p) = 0;
   /// A responder error moved the QP to ERR (the environment flushes and
   /// raises the async event).
-  virtual void qp_error(core::AsyncEvent ev) = 0;
+  virtual void qp_error(AsyncEvent ev) = 0;
   /// A SEND with Invalidate: revokes the QP's type 2 memory window `rkey`
   /// (IBA 10.6.7); false if it has none by that key (an invalid request).
   virtual bool invalidate(uint32_t rkey) { return false; }
@@ -119,7 +118,7 @@ class RcResponder {
   void ack(uint32_t psn);
   void nak(uint32_t psn, uint8_t syndrome);
   /// NAK + QP error for a request the responder cannot execute.
-  void fail(uint32_t psn, wire::NakCode code, core::AsyncEvent ev);
+  void fail(uint32_t psn, wire::NakCode code, AsyncEvent ev);
   void remember(const Replay& r);
   wire::Packet response(uint8_t op, uint32_t psn) const;
 

@@ -7,8 +7,6 @@
 namespace uroce::transport {
 
 using namespace uroce::wire;
-using core::AsyncEvent;
-using core::WcStatus;
 
 void UcResponder::abandon() {
   if (prev_op_ != kNoPrev || write_left_) ++stats_.dropped_messages;
@@ -95,7 +93,7 @@ void UcResponder::do_write(const Packet& p, const OpInfo& info) {
     write_left_ = write_len_ = p.dma_len;
     write_at_ = nullptr;
     if (p.dma_len) {
-      write_at_ = env_->remote_memory(p.rkey, p.va, p.dma_len, core::access::kRemoteWrite);
+      write_at_ = env_->remote_memory(p.rkey, p.va, p.dma_len, access::kRemoteWrite);
       if (!write_at_) {  // a bad R_Key on UC: the message is dropped, nothing is answered
         ++stats_.dropped_messages;
         write_left_ = 0;
@@ -127,7 +125,7 @@ void UcResponder::do_write(const Packet& p, const OpInfo& info) {
   }
   have_recv_ = false;
   RecvInfo ri;
-  ri.opcode = core::WcOpcode::kRecvRdmaWithImm;
+  ri.opcode = WcOpcode::kRecvRdmaWithImm;
   ri.has_imm = true;
   ri.imm = p.imm;
   ri.solicited = p.bth.solicited;

@@ -3,7 +3,6 @@
 namespace uroce::transport {
 
 using namespace uroce::wire;
-using core::WcStatus;
 
 void UdResponder::on_request(const Packet& p, const uint8_t grh[kGrhBytes]) {
   const uint8_t op = p.bth.opcode & 0x1f;
@@ -27,7 +26,7 @@ void UdResponder::on_request(const Packet& p, const uint8_t grh[kGrhBytes]) {
     // the QP goes to ERR, as the intra-host link does (core/responder).
     ++stats_.too_long;
     env_->complete_recv(r, WcStatus::kLocLenErr, 0, {});
-    env_->qp_error(core::AsyncEvent::kQpReqErr);
+    env_->qp_error(AsyncEvent::kQpReqErr);
     return;
   }
   RecvInfo ri;

@@ -10,9 +10,9 @@
 
 #include "common/export.h"
 #include "core/limits.h"
+#include "core/net_engine.h"
 #include "core/notify.h"
 #include "core/service.h"
-#include "transport/net_engine.h"
 #include "verbs/objects.h"
 
 namespace uroce::verbs {
@@ -88,7 +88,7 @@ int op_poll_cq(ibv_cq* cq, int n, ibv_wc* wc) {
   if (total == 0) {
     core::Service::poke_if_deferred();  // nothing yet: retry deferred sends
     // Network QPs: take in what has arrived instead of waiting for the engine thread.
-    if (transport::NetEngine::active() && transport::NetEngine::get().poll_now())
+    if (core::NetEngine::active() && core::NetEngine::get().poll_now())
       total = c->core->poll_each(n, [&](const core::Cqe& e) { to_wc(e, &wc[i++]); });
   }
   return total;
@@ -97,7 +97,7 @@ int op_poll_cq(ibv_cq* cq, int n, ibv_wc* wc) {
 int op_req_notify_cq(ibv_cq* cq, int solicited_only) {
   ucq(cq)->core->arm(solicited_only != 0);
   // About to block for an event: the network engine must take the packets in.
-  if (transport::NetEngine::active()) transport::NetEngine::get().app_sleeps();
+  if (core::NetEngine::active()) core::NetEngine::get().app_sleeps();
   return 0;
 }
 
@@ -117,8 +117,7 @@ int ex_start_poll(ibv_cq_ex* cq, ibv_poll_cq_attr* attr) {
   UCq* c = cur(cq);
   if (c->core->poll(1, &c->cur) == 0) {
     core::Service::poke_if_deferred();
-    if (!transport::NetEngine::active() || !transport::NetEngine::get().poll_now() ||
-        c->core->poll(1, &c->cur) == 0)
+    if (!core::NetEngine::active() || !core::NetEngine::get().poll_now() || c->core->poll(1, &c->cur) == 0)
       return ENOENT;
   }
   expose(c);

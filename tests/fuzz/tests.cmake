@@ -9,8 +9,8 @@ set(UROCE_FUZZ_TARGETS wire_decode transport control cm)
 # What each target links: the codec alone, or the transport state machines.
 set(UROCE_FUZZ_LIBS_wire_decode uroce_wire)
 set(UROCE_FUZZ_LIBS_transport uroce_core)
-set(UROCE_FUZZ_LIBS_control uroced_core)
-set(UROCE_FUZZ_LIBS_cm uroced_core)
+set(UROCE_FUZZ_LIBS_control uroce_daemon)
+set(UROCE_FUZZ_LIBS_cm uroce_daemon)
 set(UROCE_FUZZ_SECONDS 30 CACHE STRING "Seconds each libFuzzer target runs under CTest")
 set(UROCE_FUZZ_DIR ${CMAKE_CURRENT_LIST_DIR})
 

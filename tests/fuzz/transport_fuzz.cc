@@ -51,7 +51,7 @@ struct Env : RequesterEnv, ResponderEnv {
     if (!b.empty()) memcpy(buf.data() + off, b.data(), b.size());
     return Access::kOk;
   }
-  void complete_recv(const RecvTarget& r, core::WcStatus, uint32_t, const RecvInfo&) override {
+  void complete_recv(const RecvTarget& r, transport::WcStatus, uint32_t, const RecvInfo&) override {
     if (r.handle >= recvs.size()) __builtin_trap();
   }
   uint8_t* remote_memory(uint32_t rkey, uint64_t va, uint64_t len, uint32_t) override {
@@ -67,9 +67,9 @@ struct Env : RequesterEnv, ResponderEnv {
     return v;
   }
   void send(wire::Packet& p) override { must_encode(p); }
-  void qp_error(core::AsyncEvent) override {}
+  void qp_error(transport::AsyncEvent) override {}
   // Requester side
-  void complete(const SqWqe&, core::WcStatus, uint32_t) override {}
+  void complete(const SqWqe&, transport::WcStatus, uint32_t) override {}
   void qp_error() override {}
 };
 

@@ -19,7 +19,7 @@ struct FakeReceives : ResponderEnv {
   std::vector<std::vector<uint8_t>> claimed;
   struct Completion {
     uint64_t wr_id;
-    core::WcStatus st;
+    transport::WcStatus st;
     uint32_t len;
     RecvInfo info;
     std::vector<uint8_t> data;
@@ -45,7 +45,8 @@ struct FakeReceives : ResponderEnv {
     std::copy(b.begin(), b.end(), buf.begin() + long(off));
     return Access::kOk;
   }
-  void complete_recv(const RecvTarget& r, core::WcStatus st, uint32_t len, const RecvInfo& info) override {
+  void complete_recv(const RecvTarget& r, transport::WcStatus st, uint32_t len,
+                     const RecvInfo& info) override {
     const auto& b = claimed[r.handle];
     done.push_back({r.wr_id, st, len, info,
                     std::vector<uint8_t>(b.begin(), b.begin() + long(std::min<size_t>(len, b.size())))});

@@ -23,7 +23,7 @@ namespace uroce::transport {
 namespace {
 
 using namespace uroce::wire;
-using core::WcStatus;
+using transport::WcStatus;
 
 constexpr uint32_t kPmtu = 256;
 constexpr uint32_t kRkey = 0x42;
@@ -82,7 +82,7 @@ struct Target : FakeReceives {
     return v;
   }
   void send(Packet& p) override { to_requester->put(p); }
-  void qp_error(core::AsyncEvent) override { ADD_FAILURE() << "responder error"; }
+  void qp_error(transport::AsyncEvent) override { ADD_FAILURE() << "responder error"; }
 };
 
 /// The initiator side: records completions in order.

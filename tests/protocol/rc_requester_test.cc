@@ -11,7 +11,7 @@ namespace uroce::transport {
 namespace {
 
 using namespace uroce::wire;
-using core::WcStatus;
+using transport::WcStatus;
 
 struct Env : RequesterEnv {
   struct Sent {

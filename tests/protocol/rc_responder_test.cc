@@ -15,8 +15,8 @@ namespace uroce::transport {
 namespace {
 
 using namespace uroce::wire;
-using core::AsyncEvent;
-using core::WcStatus;
+using transport::AsyncEvent;
+using transport::WcStatus;
 
 constexpr uint32_t kRkey = 0x1000;
 constexpr uint64_t kVa = 0x10000;
@@ -26,7 +26,8 @@ constexpr uint32_t kPmtu = 256;
 class FakeEnv : public FakeReceives {
  public:
   std::vector<uint8_t> mem = std::vector<uint8_t>(4096);
-  uint32_t rights = core::access::kRemoteWrite | core::access::kRemoteRead | core::access::kRemoteAtomic;
+  uint32_t rights =
+      transport::access::kRemoteWrite | transport::access::kRemoteRead | transport::access::kRemoteAtomic;
   struct Sent {
     uint8_t op;
     uint32_t psn;

@@ -22,7 +22,7 @@ struct Env : FakeReceives {
   uint8_t* remote_memory(uint32_t, uint64_t, uint64_t, uint32_t) override { return nullptr; }
   uint64_t atomic(uint8_t*, bool, uint64_t, uint64_t) override { return 0; }
   void send(Packet&) override { ADD_FAILURE() << "UD answers nothing"; }
-  void qp_error(core::AsyncEvent) override { ++errors; }
+  void qp_error(transport::AsyncEvent) override { ++errors; }
 };
 
 TEST(UdResponder, DeliversBehindTheGrhAndDropsWhatItMust) {
@@ -56,7 +56,7 @@ TEST(UdResponder, DeliversBehindTheGrhAndDropsWhatItMust) {
   EXPECT_EQ(env.posted.size(), 1u) << "a dropped packet consumes no receive";
   ud.on_request(p, grh);
   ASSERT_EQ(env.done.size(), 1u);
-  EXPECT_EQ(env.done[0].st, core::WcStatus::kSuccess);
+  EXPECT_EQ(env.done[0].st, transport::WcStatus::kSuccess);
   EXPECT_EQ(env.done[0].len, kGrhBytes + 5);
   EXPECT_EQ(memcmp(env.done[0].data.data(), grh, kGrhBytes), 0);
   EXPECT_EQ(memcmp(env.done[0].data.data() + kGrhBytes, payload, 5), 0);
@@ -69,7 +69,7 @@ TEST(UdResponder, DeliversBehindTheGrhAndDropsWhatItMust) {
 
   env.posted.emplace_back(kGrhBytes + 2);  // room for 2 payload bytes only
   ud.on_request(p, grh);
-  EXPECT_EQ(env.done.back().st, core::WcStatus::kLocLenErr);
+  EXPECT_EQ(env.done.back().st, transport::WcStatus::kLocLenErr);
   EXPECT_EQ(env.errors, 1);
 
   // Over IPv6 the GRH is the IPv6 header: packet type RoCE v2 over IPv6.
@@ -78,7 +78,7 @@ TEST(UdResponder, DeliversBehindTheGrhAndDropsWhatItMust) {
   grh_ipv6(0, 0, uint16_t(kUdpHeaderBytes + 100), 64, sgid, dgid, grh);
   env.posted.emplace_back(100);
   ud.on_request(p, grh);
-  EXPECT_EQ(env.done.back().st, core::WcStatus::kSuccess);
+  EXPECT_EQ(env.done.back().st, transport::WcStatus::kSuccess);
   EXPECT_EQ(env.done.back().info.sl, 0x9);
 
   Packet rc = p;

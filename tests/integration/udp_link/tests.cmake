@@ -15,6 +15,6 @@ set_tests_properties(udp_link_test PROPERTIES RESOURCE_LOCK uroce_udp_loopback)
 # with uroced's frame watcher run in the test's process; a sender whose
 # datagrams are dropped on their way out, in a namespace of the test's own.
 uroce_gtest(udp_foreign_peer_test LABEL integration TIMEOUT 60
-            SOURCES ${CMAKE_CURRENT_LIST_DIR}/foreign_peer_test.cc ${PROJECT_SOURCE_DIR}/src/daemon/frame_watch.cc)
-target_link_libraries(udp_foreign_peer_test PRIVATE PkgConfig::PCAP)
+            SOURCES ${CMAKE_CURRENT_LIST_DIR}/foreign_peer_test.cc)
+target_link_libraries(udp_foreign_peer_test PRIVATE uroce_daemon PkgConfig::PCAP)
 set_tests_properties(udp_foreign_peer_test PROPERTIES RESOURCE_LOCK uroce_udp_loopback)

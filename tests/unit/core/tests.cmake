@@ -1,6 +1,3 @@
 uroce_gtest(core_qp_state_test LABEL unit TIMEOUT 30 SOURCES ${CMAKE_CURRENT_LIST_DIR}/qp_state_test.cc)
 uroce_gtest(core_rings_test LABEL unit TIMEOUT 60 SOURCES ${CMAKE_CURRENT_LIST_DIR}/rings_test.cc)
-uroce_gtest(core_timers_test LABEL unit TIMEOUT 30 SOURCES ${CMAKE_CURRENT_LIST_DIR}/timers_test.cc)
 uroce_gtest(core_mr_backing_test LABEL unit TIMEOUT 30 SOURCES ${CMAKE_CURRENT_LIST_DIR}/mr_backing_test.cc)
-uroce_gtest(link_fault_injector_test LABEL unit TIMEOUT 30 SOURCES ${CMAKE_CURRENT_LIST_DIR}/fault_injector_test.cc)
-uroce_gtest(core_packet_ring_test LABEL unit TIMEOUT 60 SOURCES ${CMAKE_CURRENT_LIST_DIR}/packet_ring_test.cc)

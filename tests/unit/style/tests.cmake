@@ -1,2 +1,8 @@
 add_test(NAME style_format_check COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/format_check.sh ${PROJECT_SOURCE_DIR})
 set_tests_properties(style_format_check PROPERTIES LABELS unit TIMEOUT 60 SKIP_RETURN_CODE 77)
+# The layers are build targets that cannot include upward, and the target
+# graph is the acyclic one docs/architecture.md draws (configures a scratch
+# tree: ~10 s).
+add_test(NAME style_layers_test
+         COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/layers_test.sh ${PROJECT_SOURCE_DIR} ${CMAKE_BINARY_DIR}/layers_test)
+set_tests_properties(style_layers_test PROPERTIES LABELS unit TIMEOUT 120)

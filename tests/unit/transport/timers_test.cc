@@ -1,9 +1,9 @@
 // IB timer encodings (IBA vol. 1 table 45 and 9.7.6.1.3).
-#include "core/timers.h"
+#include "transport/timers.h"
 
 #include <gtest/gtest.h>
 
-namespace uroce::core {
+namespace uroce::transport {
 namespace {
 
 TEST(Timers, RnrTimerTable) {
@@ -20,4 +20,4 @@ TEST(Timers, AckTimeout) {
 }
 
 }  // namespace
-}  // namespace uroce::core
+}  // namespace uroce::transport

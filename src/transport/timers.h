@@ -3,7 +3,7 @@
 
 #include <cstdint>
 
-namespace uroce::core {
+namespace uroce::transport {
 
 /// RNR NAK timer field (5 bits) to nanoseconds (IBA vol. 1, table 45).
 inline uint64_t rnr_timer_ns(uint32_t code) {
@@ -20,4 +20,4 @@ inline uint64_t ack_timeout_ns(uint32_t timeout) {
   return uint64_t(4096) << (timeout & 31);
 }
 
-}  // namespace uroce::core
+}  // namespace uroce::transport

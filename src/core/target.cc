@@ -1,4 +1,4 @@
-#include "transport/responder.h"
+#include "core/target.h"
 
 #include <cstring>
 
@@ -10,12 +10,9 @@
 #include "core/qp_state.h"
 #include "core/rq_ring.h"
 #include "link/shm_link.h"
-#include "transport/target.h"
 #include "wire/grh.h"
 
-namespace uroce::transport {
-
-using namespace uroce::core;
+namespace uroce::core {
 
 namespace {
 
@@ -350,7 +347,7 @@ Resp respond_atomic(const PeerQp& t, HostShm* host, bool cmp_swap, uint64_t radd
   const MrView& mr = *mrp;
   uint64_t va = mr.vaddr + (raddr - mr.iova);
   auto* here = reinterpret_cast<uint64_t*>(mapped(x, mr, rkey, va, 8));
-  int rc = link::atomic_on_peer(host, x.seg->pid, va, here,
+  int rc = link::atomic_on_peer(host->stripes, x.seg->pid, va, here,
                                 cmp_swap ? link::AtomicOp::kCmpSwap : link::AtomicOp::kFetchAdd, compare_add,
                                 swap, orig);
   if (rc == -ESRCH) return Resp::kNoAnswer;
@@ -361,4 +358,4 @@ Resp respond_atomic(const PeerQp& t, HostShm* host, bool cmp_swap, uint64_t radd
   return Resp::kOk;
 }
 
-}  // namespace uroce::transport
+}  // namespace uroce::core

@@ -1,21 +1,19 @@
-#include "transport/net_qp.h"
+#include "core/net_qp.h"
 
 #include <cstring>
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "core/net_engine.h"
 #include "core/notify.h"
 #include "core/qp_state.h"
+#include "core/target.h"
+#include "core/ud_forward.h"
 #include "link/shm_link.h"
-#include "transport/net_engine.h"
-#include "transport/target.h"
-#include "transport/ud_forward.h"
 #include "wire/grh.h"
 #include "wire/ip_udp.h"  // kRoceV2Port
 
-namespace uroce::transport {
-
-using namespace uroce::core;
+namespace uroce::core {
 
 /// A call that may send or move the requester's deadline: holds the lock,
 /// lets what it sends leave together when it returns (a message's packets
@@ -53,14 +51,14 @@ uint16_t udp_sport(uint32_t flow_label, uint32_t lqpn, uint32_t rqpn) {
 
 /// The responder's view of the QP's own memory and queues: the target-side
 /// helpers of the intra-host link, run by the owner on itself.
-class NetQp::Env final : public ResponderEnv, public RequesterEnv {
+class NetQp::Env final : public transport::ResponderEnv, public transport::RequesterEnv {
  public:
   explicit Env(NetQp* q) : q_(q) {}
 
   /// XRC target: the SRQ the packet being handled names (its XRCETH).
   void set_srqn(uint32_t srqn) { srqn_ = srqn; }
 
-  bool claim_recv(RecvTarget* out) override {
+  bool claim_recv(transport::RecvTarget* out) override {
     const uint32_t slot = next_++ & 1;
     out->handle = slot;
     out->wr_id = 0;
@@ -73,13 +71,14 @@ class NetQp::Env final : public ResponderEnv, public RequesterEnv {
       claimed_bad_[slot] = true;
       return true;
     }
-    if (!transport::claim_recv(q_->self_, x, &claimed_[slot], nullptr)) return false;
+    if (!core::claim_recv(q_->self_, x, &claimed_[slot], nullptr)) return false;
     out->wr_id = claimed_[slot].wr_id;
     return true;
   }
 
-  Access place_recv(const RecvTarget& r, uint64_t offset, std::span<const uint8_t> bytes) override {
-    if (claimed_bad_[r.handle & 1]) return Access::kInvalid;
+  transport::Access place_recv(const transport::RecvTarget& r, uint64_t offset,
+                               std::span<const uint8_t> bytes) override {
+    if (claimed_bad_[r.handle & 1]) return transport::Access::kInvalid;
     const ClaimedRecv& c = claimed_[r.handle & 1];
     Rx x;
     rx_of(q_->self_, claimed_srqn_[r.handle & 1], &x);
@@ -94,7 +93,7 @@ class NetQp::Env final : public ResponderEnv, public RequesterEnv {
       const uint64_t n = std::min<uint64_t>(s.length - skip, bytes.size() - done);
       MrView buf;
       const MrView* mr = target_mr(x, s.lkey, s.addr + skip, n, access::kLocalWrite, &buf);
-      if (!mr) return Access::kAccessError;
+      if (!mr) return transport::Access::kAccessError;
       // The QP's own memory; an XRC SRQ's may be another process's.
       const uint64_t va = mr->vaddr + (s.addr + skip - mr->iova);
       if (uint8_t* at = mapped(x, *mr, s.lkey, va, n)) {
@@ -102,15 +101,16 @@ class NetQp::Env final : public ResponderEnv, public RequesterEnv {
       } else {
         iovec from{const_cast<uint8_t*>(bytes.data() + done), n};
         iovec to{reinterpret_cast<void*>(va), n};
-        if (link::copy_to_peer(x.seg->pid, &from, 1, &to, 1) != 0) return Access::kAccessError;
+        if (link::copy_to_peer(x.seg->pid, &from, 1, &to, 1) != 0) return transport::Access::kAccessError;
       }
       done += n;
       skip = 0;
     }
-    return done == bytes.size() ? Access::kOk : Access::kLengthError;
+    return done == bytes.size() ? transport::Access::kOk : transport::Access::kLengthError;
   }
 
-  void complete_recv(const RecvTarget& r, WcStatus st, uint32_t byte_len, const RecvInfo& info) override {
+  void complete_recv(const transport::RecvTarget& r, WcStatus st, uint32_t byte_len,
+                     const transport::RecvInfo& info) override {
     Rx x;
     if (claimed_bad_[r.handle & 1] || !rx_of(q_->self_, claimed_srqn_[r.handle & 1], &x)) return;
     Cqe c = recv_cqe(q_->self_, r.wr_id, st);
@@ -152,14 +152,14 @@ class NetQp::Env final : public ResponderEnv, public RequesterEnv {
     // Atomic against every other RDMA atomic of the host (IBV_ATOMIC_HCA).
     uint64_t orig = 0;
     link::atomic_on_peer(
-        q_->host_, link::self_pid(), reinterpret_cast<uint64_t>(at), reinterpret_cast<uint64_t*>(at),
+        q_->host_->stripes, link::self_pid(), reinterpret_cast<uint64_t>(at), reinterpret_cast<uint64_t*>(at),
         cas ? link::AtomicOp::kCmpSwap : link::AtomicOp::kFetchAdd, compare_add, swap, &orig);
     return orig;
   }
 
   void send(wire::Packet& p) override { q_->send(p); }
   void qp_error(AsyncEvent ev) override { q_->to_error(true, ev); }
-  void complete(const SqWqe& w, WcStatus st, uint32_t byte_len) override {
+  void complete(const transport::SqWqe& w, WcStatus st, uint32_t byte_len) override {
     q_->done_(w, st, byte_len);
     if (q_->flush_rq_due_) {
       q_->flush_rq_due_ = false;
@@ -231,15 +231,15 @@ Result<std::unique_ptr<NetQp>> NetQp::open(const Config& c, const PeerQp& self, 
     return Status(r.err());
   }
   q->rx_ = std::move(r.value());
-  ResponderConfig rc = c.resp;
+  transport::ResponderConfig rc = c.resp;
   rc.pmtu = c.pmtu;
   if (c.type == QpType::kUd)
-    q->ud_resp_ = std::make_unique<UdResponder>(self.qp->qkey, q->env_.get());
+    q->ud_resp_ = std::make_unique<transport::UdResponder>(self.qp->qkey, q->env_.get());
   else if (c.type == QpType::kUc)
-    q->uc_resp_ = std::make_unique<UcResponder>(rc, q->env_.get());
+    q->uc_resp_ = std::make_unique<transport::UcResponder>(rc, q->env_.get());
   else if (c.type == QpType::kRc || c.type == QpType::kXrcRecv) {
     rc.xrc = c.type == QpType::kXrcRecv;
-    q->rc_resp_ = std::make_unique<RcResponder>(rc, q->env_.get());
+    q->rc_resp_ = std::make_unique<transport::RcResponder>(rc, q->env_.get());
   }  // (an XRC initiator has no receive side: requests to it are dropped)
   return q;
 }
@@ -257,7 +257,7 @@ NetQp::~NetQp() {
       (unsigned long long)r.bad_icrc, (unsigned long long)r.malformed, (unsigned long long)i.parked,
       (unsigned long long)i.vouched, (unsigned long long)i.succeeded, (unsigned long long)i.unproven);
   if (req_) {
-    const RequesterStats& q = req_->stats();
+    const transport::RequesterStats& q = req_->stats();
     UROCE_INFO(
         "QP %u requester: %llu packets, %llu retransmits, %llu timeouts, %llu RNR NAKs, %llu seq NAKs (%llu "
         "repeats ignored, %llu of them acted on later), %llu early probes",
@@ -267,7 +267,7 @@ NetQp::~NetQp() {
         (unsigned long long)q.probes);
   }
   if (rc_resp_) {
-    const ResponderStats& p = rc_resp_->stats();
+    const transport::ResponderStats& p = rc_resp_->stats();
     UROCE_INFO(
         "QP %u responder: %llu packets, %llu duplicates, %llu seq NAKs (%llu repeated), %llu RNR NAKs, %llu "
         "dropped",
@@ -310,13 +310,13 @@ void NetQp::leave(uint32_t group) {
     }
 }
 
-void NetQp::start_requester(const RequesterConfig& c) {
+void NetQp::start_requester(const transport::RequesterConfig& c) {
   Call call(this);
-  RequesterConfig rc = c;
+  transport::RequesterConfig rc = c;
   rc.pmtu = cfg_.pmtu;
   rc.unreliable = cfg_.type == QpType::kUc;
   rc.xrc = cfg_.type == QpType::kXrcSend;
-  req_ = std::make_unique<RcRequester>(rc, env_.get());
+  req_ = std::make_unique<transport::RcRequester>(rc, env_.get());
 }
 
 void NetQp::drain(bool on, std::function<void()> drained) {
@@ -325,7 +325,7 @@ void NetQp::drain(bool on, std::function<void()> drained) {
   if (req_ && !flushed_) req_->drain(on, fast_now_ns());
 }
 
-void NetQp::post(SqWqe&& w) {
+void NetQp::post(transport::SqWqe&& w) {
   Call call(this);
   if (!req_ || flushed_) {
     w.signaled = true;
@@ -485,4 +485,4 @@ void NetQp::flush_own_rq() {
     push_cqe(x, recv_cqe(self_, r.wr_id, WcStatus::kWrFlushErr), true);
 }
 
-}  // namespace uroce::transport
+}  // namespace uroce::core

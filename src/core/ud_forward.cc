@@ -1,14 +1,14 @@
-#include "transport/ud_forward.h"
+#include "core/ud_forward.h"
 
 #include <sys/uio.h>
 
 #include "core/peer_map.h"
-#include "transport/responder.h"
+#include "core/target.h"
 #include "wire/grh.h"
 #include "wire/ip_udp.h"
 #include "wire/opcodes.h"
 
-namespace uroce::transport {
+namespace uroce::core {
 
 void ud_grh(const wire::Packet& p, const link::UdpAddr& from, const link::UdpAddr& to,
             uint8_t grh[wire::kGrhBytes]) {
@@ -52,4 +52,4 @@ UdForward forward_ud(const wire::Packet& p, const link::UdpAddr& from, const lin
                                                                           : UdForward::kDropped;
 }
 
-}  // namespace uroce::transport
+}  // namespace uroce::core

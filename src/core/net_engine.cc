@@ -1,4 +1,4 @@
-#include "transport/net_engine.h"
+#include "core/net_engine.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -20,11 +20,11 @@
 #include "common/clock.h"
 #include "common/fork_gate.h"
 #include "common/log.h"
-#include "transport/net_forward.h"
-#include "transport/ud_forward.h"
+#include "core/net_forward.h"
+#include "core/ud_forward.h"
 #include "wire/cm_mad.h"
 
-namespace uroce::transport {
+namespace uroce::core {
 
 namespace {
 
@@ -384,7 +384,7 @@ int NetEngine::round(const int* ready, int n, bool* drained, bool ack_per_batch)
       auto it = c->s->by_qpn.find(p.bth.dest_qp);
       if (it == c->s->by_qpn.end()) {
         // Not one of this process's: for another process's QP on this host
-        // (UD: transport/ud_forward.h; the others: net_forward.h), or nobody's.
+        // (UD: core/ud_forward.h; the others: net_forward.h), or nobody's.
         if (c->inbox)
           c->s->inbox_lost.fetch_add(1, std::memory_order_relaxed);
         else if (p.bth.dest_qp == wire::cm::kGsiQpn)  // a CM message: uroced's
@@ -690,4 +690,4 @@ void NetEngine::loop() {
   }
 }
 
-}  // namespace uroce::transport
+}  // namespace uroce::core

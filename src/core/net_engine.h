@@ -9,9 +9,9 @@
 
 #include <cstdint>
 
-#include "transport/net_qp.h"
+#include "core/net_qp.h"
 
-namespace uroce::transport {
+namespace uroce::core {
 
 class NetEngine {
  public:
@@ -66,4 +66,4 @@ class NetEngine {
   int round(const int* ready_slots, int n, bool* drained = nullptr, bool ack_per_batch = true);
 };
 
-}  // namespace uroce::transport
+}  // namespace uroce::core

@@ -4,7 +4,7 @@
 //
 // Each RC/UC flow is received on <local IP>:4791 by a socket connected to
 // <peer IP>:<the flow's UDP source port>, and that port comes from the flow
-// label, or from the QPN pair when the label is 0 (transport/net_qp.cc,
+// label, or from the QPN pair when the label is 0 (core/net_qp.cc,
 // udp_sport). Flows whose ports coincide have receiving sockets with the
 // same four addresses, and Linux hands every datagram of them to one of
 // those sockets, whatever QP it names. That happens to all flows between
@@ -35,7 +35,7 @@
 #include "link/udp_link.h"
 #include "wire/packet.h"
 
-namespace uroce::transport {
+namespace uroce::core {
 
 /// QP1 (the GSI) of a host is uroced's, as a NIC's is the kernel's: packets
 /// for it go to the inbox of this owner (daemon/gsi.h), never a process.
@@ -112,4 +112,4 @@ class NetInbox {
   std::vector<uint8_t> buf_;
 };
 
-}  // namespace uroce::transport
+}  // namespace uroce::core

@@ -3,7 +3,7 @@
 // one destination port), and Linux hands each unicast datagram to one of
 // those sockets — the one bound last — whichever process owns the QP the
 // packet names. The process that got it delivers it to the named QP as the
-// intra-host link delivers a UD SEND (transport/responder.h): it acts as
+// intra-host link delivers a UD SEND (core/target.h): it acts as
 // that QP's NIC on the QP's shared receive queue and CQ, so the owner needs
 // no system call and no daemon hop (docs/network-link.md, "How packets
 // reach their QP").
@@ -15,7 +15,7 @@
 #include "wire/grh.h"
 #include "wire/packet.h"
 
-namespace uroce::transport {
+namespace uroce::core {
 
 /// The GRH a UD receive gets for a datagram that came from `from` to `to`:
 /// the IPv4 header Linux wrote for it (TTL and TOS are not visible to a
@@ -32,4 +32,4 @@ enum class UdForward { kDelivered, kNotUd, kNoSuchQp, kBadQkey, kDropped };
 /// does not receive, the datagram is dropped, as at the QP's own socket.
 UdForward forward_ud(const wire::Packet& p, const link::UdpAddr& from, const link::UdpAddr& to);
 
-}  // namespace uroce::transport
+}  // namespace uroce::core

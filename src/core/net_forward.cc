@@ -1,4 +1,4 @@
-#include "transport/net_forward.h"
+#include "core/net_forward.h"
 
 #include <poll.h>
 #include <sys/socket.h>
@@ -13,7 +13,7 @@
 #include "core/control_protocol.h"
 #include "core/peer_map.h"
 
-namespace uroce::transport {
+namespace uroce::core {
 
 namespace {
 
@@ -196,4 +196,4 @@ int NetInbox::poll(link::UdpEndpoint::OnPacket on_packet, int max, bool* more) {
   return got;
 }
 
-}  // namespace uroce::transport
+}  // namespace uroce::core

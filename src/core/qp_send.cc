@@ -9,17 +9,13 @@
 #include "core/qp.h"
 #include "core/qp_state.h"
 #include "core/service.h"
-#include "core/timers.h"
-#include "transport/responder.h"
+#include "core/target.h"
+#include "transport/timers.h"
 #include "wire/grh.h"
 #include "wire/ip_udp.h"
 #include "wire/opcodes.h"
 
 namespace uroce::core {
-
-using transport::RecvMeta;
-using transport::Resp;
-using transport::RnrInfo;
 
 namespace {
 
@@ -207,7 +203,7 @@ bool Qp::progress_st() {
       if (!d.rnr) return true;
       PeerQp tmp;
       const PeerQp* p = peer_for(attr_.dest_qpn, &tmp);
-      if (!p || transport::target_rq_tail(*p, d.w.xrc_srqn) == d.rq_tail_seen) return true;
+      if (!p || core::target_rq_tail(*p, d.w.xrc_srqn) == d.rq_tail_seen) return true;
     }
     // IBA 9.7.6.1.3: the local ACK timer expired retry_cnt times: give up.
     if (timed && !d.rnr && d.next_try_ns != 0 && attr_.timeout != 0 && d.retries >= attr_.retry_cnt) {
@@ -359,32 +355,32 @@ Qp::Exec Qp::execute(const SendWqe& w, ExecOut* out) {
   Resp r = Resp::kOk;
   switch (w.opcode) {
     case WrOpcode::kSend:
-      r = transport::respond_send(t, loc, nl, len, m, &rnr);
+      r = core::respond_send(t, loc, nl, len, m, &rnr);
       break;
     case WrOpcode::kSendWithInv:
       m.has_inv = true;
       m.inv_rkey = w.imm;
-      r = transport::respond_send(t, loc, nl, len, m, &rnr);
+      r = core::respond_send(t, loc, nl, len, m, &rnr);
       break;
     case WrOpcode::kSendWithImm:
       m.has_imm = true;
-      r = transport::respond_send(t, loc, nl, len, m, &rnr);
+      r = core::respond_send(t, loc, nl, len, m, &rnr);
       break;
     case WrOpcode::kRdmaWrite:
-      r = transport::respond_write(t, loc, nl, len, w.remote_addr, w.rkey, nullptr, &rnr, w.xrc_srqn);
+      r = core::respond_write(t, loc, nl, len, w.remote_addr, w.rkey, nullptr, &rnr, w.xrc_srqn);
       break;
     case WrOpcode::kRdmaWriteWithImm:
       m.has_imm = true;
-      r = transport::respond_write(t, loc, nl, len, w.remote_addr, w.rkey, &m, &rnr, w.xrc_srqn);
+      r = core::respond_write(t, loc, nl, len, w.remote_addr, w.rkey, &m, &rnr, w.xrc_srqn);
       break;
     case WrOpcode::kRdmaRead:
-      r = transport::respond_read(t, loc, nl, len, w.remote_addr, w.rkey, w.xrc_srqn);
+      r = core::respond_read(t, loc, nl, len, w.remote_addr, w.rkey, w.xrc_srqn);
       break;
     case WrOpcode::kAtomicCmpAndSwp:
     case WrOpcode::kAtomicFetchAndAdd: {
       uint64_t orig = 0;
-      r = transport::respond_atomic(t, ctx_->host(), w.opcode == WrOpcode::kAtomicCmpAndSwp, w.remote_addr,
-                                    w.rkey, w.compare_add, w.swap, &orig, w.xrc_srqn);
+      r = core::respond_atomic(t, ctx_->host(), w.opcode == WrOpcode::kAtomicCmpAndSwp, w.remote_addr, w.rkey,
+                               w.compare_add, w.swap, &orig, w.xrc_srqn);
       if (r == Resp::kOk) memcpy(loc[0].iov_base, &orig, 8);
       len = 8;
       break;

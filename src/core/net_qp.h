@@ -12,7 +12,7 @@
 // process: no daemon hop (docs/network-link.md, "How packets reach their
 // QP"). A UD QP receives on an unconnected socket bound to <local IP>:4791
 // (any sender; a datagram for another process's UD QP is delivered to it by
-// transport/ud_forward.h) and sends each datagram to the address its AH names.
+// core/ud_forward.h) and sends each datagram to the address its AH names.
 #pragma once
 
 #include <atomic>
@@ -33,7 +33,7 @@
 #include "transport/uc_responder.h"
 #include "transport/ud_responder.h"
 
-namespace uroce::transport {
+namespace uroce::core {
 
 /// The UDP source port of the flow between QPs `lqpn` and `rqpn`: from the
 /// AV's flow label, or when that is 0 from the product of the two QPNs (so
@@ -56,11 +56,11 @@ class NetQp {
     uint16_t sport = 0;                // this QP's source port
     uint16_t peer_sport = 0;           // the peer's (the same, except between two QPs of one host)
     uint32_t pmtu = 1024;
-    ResponderConfig resp;
+    transport::ResponderConfig resp;
   };
   /// The owner's side of a send completion (it knows the CQ and the
   /// unsignaled bookkeeping); runs under the NetQp's lock.
-  using SendDone = std::function<void(const SqWqe&, core::WcStatus, uint32_t byte_len)>;
+  using SendDone = std::function<void(const transport::SqWqe&, core::WcStatus, uint32_t byte_len)>;
 
   /// `self` is the QP's own shared state as PeerMap resolves it (receive
   /// queue or SRQ, CQ, MR table: the same helpers the intra-host link uses).
@@ -69,12 +69,12 @@ class NetQp {
   ~NetQp();
 
   /// RTR -> RTS: the send side starts.
-  void start_requester(const RequesterConfig& c);
+  void start_requester(const transport::RequesterConfig& c);
   /// RTS -> SQD (`on`) and back: WQEs not begun wait; `drained` runs once
   /// every WQE that had begun is complete (under the NetQp's lock).
   void drain(bool on, std::function<void()> drained = {});
   /// Queues a WQE (the caller checked its local keys).
-  void post(SqWqe&& w);
+  void post(transport::SqWqe&& w);
   /// UD: one datagram to `dst`, complete at once (UD has no ACKs); from
   /// `src` if the QP has that address (add_address), else from its first
   /// address of `dst`'s family. Returns false if it has none.
@@ -158,10 +158,10 @@ class NetQp {
   };
   std::vector<Address> more_;  // UD: add_address
   link::UdpAddr peer_;
-  std::unique_ptr<RcRequester> req_;
-  std::unique_ptr<RcResponder> rc_resp_;
-  std::unique_ptr<UcResponder> uc_resp_;
-  std::unique_ptr<UdResponder> ud_resp_;
+  std::unique_ptr<transport::RcRequester> req_;
+  std::unique_ptr<transport::RcResponder> rc_resp_;
+  std::unique_ptr<transport::UcResponder> uc_resp_;
+  std::unique_ptr<transport::UdResponder> ud_resp_;
   bool flushed_ = false;
   bool flush_rq_due_ = false;          // see to_error
   std::function<void()> drained_;      // see drain()
@@ -172,4 +172,4 @@ class NetQp {
   wire::Packet held_ack_;  // no payload
 };
 
-}  // namespace uroce::transport
+}  // namespace uroce::core
