@@ -163,7 +163,7 @@ class NetQp::Env final : public transport::ResponderEnv, public transport::Reque
     q_->done_(w, st, byte_len);
     if (q_->flush_rq_due_) {
       q_->flush_rq_due_ = false;
-      q_->flush_own_rq();
+      flush_receives(q_->self_);
     }
   }
   void qp_error() override { q_->to_error(false, AsyncEvent::kQpFatal); }
@@ -474,15 +474,6 @@ void NetQp::to_error(bool async, AsyncEvent ev) {
   // the failing WQE itself); the responder answers nothing any more.
   flushed_ = true;
   if (req_ && !req_->failed()) req_->flush();
-}
-
-void NetQp::flush_own_rq() {
-  Rx x;
-  if (self_.qp->has_srq || !rx_of(self_, 0, &x) || !x.rq) return;
-  ClaimedRecv r;
-  uint64_t left;
-  while (rq_claim(x.seg->base, x.rq, &r, &left, nullptr, &x.seg->bound))
-    push_cqe(x, recv_cqe(self_, r.wr_id, WcStatus::kWrFlushErr), true);
 }
 
 }  // namespace uroce::core

@@ -132,9 +132,7 @@ class NetQp {
   /// A requester or responder error: the QP goes to ERR (receives flushed;
   /// `async` also raises the event at the owner). A requester's error
   /// flushes the receives only after its error completion (flush_rq_due_).
-  void to_error(bool async, core::AsyncEvent ev);
-  /// Completes every posted receive of the QP's own queue as flushed.
-  void flush_own_rq();
+  void to_error(bool async, AsyncEvent ev);
 
   Config cfg_;
   core::PeerQp self_;

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "common/iov.h"
 #include "common/log.h"
 #include "core/control_client.h"
 #include "core/limits.h"
@@ -16,6 +17,7 @@
 #include "core/net_qp.h"
 #include "core/peer_map.h"
 #include "core/qp.h"
+#include "core/wr.h"
 #include "transport/timers.h"
 
 namespace uroce::core {
@@ -67,51 +69,6 @@ bool own_gid(const DeviceInfo& d, const uint8_t* gid) {
   for (uint32_t i = 0; i < d.num_gids; ++i)
     if (memcmp(d.gids[i], gid, 16) == 0) return true;
   return false;
-}
-
-transport::MsgKind kind_of(WrOpcode op) {
-  switch (op) {
-    case WrOpcode::kSendWithImm:
-      return transport::MsgKind::kSendImm;
-    case WrOpcode::kSendWithInv:
-      return transport::MsgKind::kSendInv;
-    case WrOpcode::kRdmaWrite:
-      return transport::MsgKind::kWrite;
-    case WrOpcode::kRdmaWriteWithImm:
-      return transport::MsgKind::kWriteImm;
-    case WrOpcode::kRdmaRead:
-      return transport::MsgKind::kReadRequest;
-    case WrOpcode::kAtomicCmpAndSwp:
-      return transport::MsgKind::kCompareSwap;
-    case WrOpcode::kAtomicFetchAndAdd:
-      return transport::MsgKind::kFetchAdd;
-    case WrOpcode::kBindMw:
-      return transport::MsgKind::kBindMw;
-    case WrOpcode::kLocalInv:
-      return transport::MsgKind::kLocalInv;
-    default:
-      return transport::MsgKind::kSend;
-  }
-}
-
-WcOpcode wc_of(transport::MsgKind k) {
-  switch (k) {
-    case transport::MsgKind::kWrite:
-    case transport::MsgKind::kWriteImm:
-      return WcOpcode::kRdmaWrite;
-    case transport::MsgKind::kReadRequest:
-      return WcOpcode::kRdmaRead;
-    case transport::MsgKind::kCompareSwap:
-      return WcOpcode::kCompSwap;
-    case transport::MsgKind::kFetchAdd:
-      return WcOpcode::kFetchAdd;
-    case transport::MsgKind::kBindMw:
-      return WcOpcode::kBindMw;
-    case transport::MsgKind::kLocalInv:
-      return WcOpcode::kLocalInv;
-    default:
-      return WcOpcode::kSend;
-  }
 }
 
 uint32_t path_mtu_bytes(const QpModifyArgs& a, uint32_t if_mtu) {
@@ -306,7 +263,7 @@ Status Qp::net_post(const SendWqe& w) {
   uint64_t len = 0;
   transport::SqWqe q;
   q.wr_id = w.wr_id;
-  q.kind = kind_of(w.opcode);
+  q.kind = msg_kind_of(w.opcode);
   q.signaled = sq_sig_all_ || (w.flags & send_flags::kSignaled);
   q.solicited = w.flags & send_flags::kSolicited;
   q.fence = w.flags & send_flags::kFence;
@@ -326,11 +283,7 @@ Status Qp::net_post(const SendWqe& w) {
   if (w.flags & send_flags::kInline) {
     // Inline data belongs to the caller only during the call: keep a copy.
     q.owned.resize(len);
-    size_t at = 0;
-    for (size_t i = 0; i < nl; ++i) {
-      memcpy(q.owned.data() + at, loc[i].iov_base, loc[i].iov_len);
-      at += loc[i].iov_len;
-    }
+    iov_read({loc, nl}, 0, len, q.owned.data());
   } else {
     q.local.assign(loc, loc + nl);
   }
@@ -377,17 +330,12 @@ Status Qp::net_post_ud(const SendWqe& w) {
     enter_error_st();
     return Status::ok();
   }
-  size_t at = 0;
-  for (size_t i = 0; i < nl; ++i) {
-    memcpy(buf + at, loc[i].iov_base, loc[i].iov_len);
-    at += loc[i].iov_len;
-  }
+  iov_read({loc, nl}, 0, len, buf);
   const DeviceInfo& d = ctx_->dev();
   const link::IpAddr dst = link::IpAddr::of_gid(w.av->dgid, d.ifindex);  // ud_over_network checked it
   link::IpAddr src;
   if (w.av->sgid_index < d.num_gids) src = link::IpAddr::of_gid(d.gids[w.av->sgid_index], d.ifindex);
-  // IBA 10.2.5: a Q_Key with the high bit set means "use the QP's own Q_Key".
-  const uint32_t qkey = (w.remote_qkey & 0x80000000u) ? attr_.qkey : w.remote_qkey;
+  const uint32_t qkey = ud_send_qkey(w.remote_qkey, attr_.qkey);
   // No address of the destination's family: the datagram is lost, as on a
   // port without such a GID (the send still completes: UD has no ACKs).
   (void)net_->send_ud(dst, src, w.remote_qpn, qkey, w.opcode == WrOpcode::kSendWithImm, w.imm,
@@ -398,7 +346,7 @@ Status Qp::net_post_ud(const SendWqe& w) {
 
 void Qp::net_send_done(const transport::SqWqe& w, WcStatus st, uint32_t byte_len) {
   const bool ok = st == WcStatus::kSuccess;
-  send_cqe(w.wr_id, wc_of(w.kind), st, ok ? byte_len : 0, w.signaled || !ok, &net_unsignaled_);
+  send_cqe(w.wr_id, wc_opcode_of(w.kind), st, ok ? byte_len : 0, w.signaled || !ok, &net_unsignaled_);
 }
 
 }  // namespace uroce::core

@@ -10,6 +10,7 @@
 #include "core/qp_state.h"
 #include "core/service.h"
 #include "core/target.h"
+#include "core/wr.h"
 #include "transport/timers.h"
 #include "wire/grh.h"
 #include "wire/ip_udp.h"
@@ -20,26 +21,6 @@ namespace uroce::core {
 namespace {
 
 constexpr uint64_t kInfiniteRetryPollNs = 10000000;  // timeout 0: keep trying every 10 ms
-
-WcOpcode wc_opcode_of(WrOpcode op) {
-  switch (op) {
-    case WrOpcode::kRdmaWrite:
-    case WrOpcode::kRdmaWriteWithImm:
-      return WcOpcode::kRdmaWrite;
-    case WrOpcode::kRdmaRead:
-      return WcOpcode::kRdmaRead;
-    case WrOpcode::kAtomicCmpAndSwp:
-      return WcOpcode::kCompSwap;
-    case WrOpcode::kAtomicFetchAndAdd:
-      return WcOpcode::kFetchAdd;
-    case WrOpcode::kLocalInv:
-      return WcOpcode::kLocalInv;
-    case WrOpcode::kBindMw:
-      return WcOpcode::kBindMw;
-    default:
-      return WcOpcode::kSend;
-  }
-}
 
 /// WR opcode legality per QP type (IBA 10.7.3 / rdma-core man ibv_post_send).
 bool opcode_ok(QpType t, WrOpcode op) {
@@ -344,8 +325,7 @@ Qp::Exec Qp::execute(const SendWqe& w, ExecOut* out) {
   m.xrc_srqn = w.xrc_srqn;
   uint8_t grh[wire::kGrhBytes];
   if (type_ == QpType::kUd) {
-    // IBA 10.2.5: a Q_Key with the high bit set means "use the QP's own Q_Key".
-    uint32_t qkey = (w.remote_qkey & 0x80000000u) ? attr_.qkey : w.remote_qkey;
+    const uint32_t qkey = ud_send_qkey(w.remote_qkey, attr_.qkey);
     if (qkey != t.qp->qkey) return Exec::kDone;  // IBA C10-15: dropped silently
     build_grh(ctx_->dev(), *w.av, uint32_t(len), grh);
     m.with_grh = true;

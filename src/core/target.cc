@@ -112,18 +112,20 @@ Cqe recv_cqe(const PeerQp& t, uint64_t wr_id, WcStatus st) {
 
 /// A responder-detected error: the target QP goes to ERR and its receive
 /// queue is flushed (IBA 10.3.1.6), and its owner hears an async event.
+void flush_receives(const PeerQp& t) {
+  Rx x;
+  if (t.qp->has_srq || !t.qp->rq_off || !rx_of(t, 0, &x) || !x.rq) return;
+  ClaimedRecv r;
+  uint64_t left;
+  while (rq_claim(x.seg->base, x.rq, &r, &left, nullptr, &x.seg->bound))
+    push_cqe(x, recv_cqe(t, r.wr_id, WcStatus::kWrFlushErr), true);
+}
+
 void target_error(const PeerQp& t, AsyncEvent ev) {
   uint32_t s = t.qp->state.load(std::memory_order_acquire);
   while (state_can_receive(QpState(s))) {
     if (t.qp->state.compare_exchange_weak(s, uint32_t(QpState::kErr), std::memory_order_acq_rel)) {
-      if (!t.qp->has_srq && t.qp->rq_off) {
-        Rx x;
-        rx_of(t, 0, &x);
-        ClaimedRecv r;
-        uint64_t left;
-        while (rq_claim(x.seg->base, x.rq, &r, &left, nullptr, &x.seg->bound))
-          push_cqe(x, recv_cqe(t, r.wr_id, WcStatus::kWrFlushErr), true);
-      }
+      flush_receives(t);
       post_async(t, ev, t.qp->user_handle);
       return;
     }

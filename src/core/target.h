@@ -91,6 +91,9 @@ Cqe recv_cqe(const PeerQp& t, uint64_t wr_id, WcStatus st);
 /// A responder-detected error: the target QP goes to ERR, its receive queue
 /// is flushed (IBA 10.3.1.6) and its owner hears an async event.
 void target_error(const PeerQp& t, AsyncEvent ev);
+/// Completes every receive WQE of the QP's own receive queue (not an SRQ's)
+/// with WR_FLUSH_ERR, in order (IBA 10.3.1.6: a QP in ERR).
+void flush_receives(const PeerQp& t);
 /// Claims a receive WQE; raises the SRQ limit event when it drains below the limit.
 bool claim_recv(const PeerQp& t, const Rx& x, ClaimedRecv* r, RnrInfo* rnr);
 

@@ -13,6 +13,7 @@
 #include <mutex>
 
 #include "common/clock.h"
+#include "common/iov.h"
 
 namespace uroce::link {
 
@@ -32,16 +33,6 @@ int32_t self_pid() {
   g_self_pid.store(p, std::memory_order_relaxed);
   return p;
 }
-
-namespace {
-
-size_t total(const iovec* v, size_t n) {
-  size_t t = 0;
-  for (size_t i = 0; i < n; ++i) t += v[i].iov_len;
-  return t;
-}
-
-}  // namespace
 
 void copy_local(const iovec* dst, size_t nd, const iovec* src, size_t ns) {
   size_t di = 0, doff = 0, si = 0, soff = 0;
@@ -65,7 +56,7 @@ int vm_result(ssize_t got, size_t want) {
 }  // namespace
 
 int copy_to_peer(int32_t pid, const iovec* local, size_t n_local, const iovec* remote, size_t n_remote) {
-  size_t want = total(local, n_local);
+  size_t want = iov_bytes({local, n_local});
   if (want == 0) return 0;
   if (pid == self_pid()) {
     copy_local(remote, n_remote, local, n_local);
@@ -75,7 +66,7 @@ int copy_to_peer(int32_t pid, const iovec* local, size_t n_local, const iovec* r
 }
 
 int copy_from_peer(int32_t pid, const iovec* local, size_t n_local, const iovec* remote, size_t n_remote) {
-  size_t want = total(local, n_local);
+  size_t want = iov_bytes({local, n_local});
   if (want == 0) return 0;
   if (pid == self_pid()) {
     copy_local(local, n_local, remote, n_remote);

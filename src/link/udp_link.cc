@@ -18,6 +18,16 @@ namespace uroce::link {
 
 namespace {
 
+/// After a send the kernel refused: true (after a pause) if it is worth
+/// trying again. A full socket buffer or a signal passes; past a few tries
+/// the packet counts as lost, which RC retransmits — retrying first keeps a
+/// burst from turning into losses needlessly.
+bool retry_send(int* tries) {
+  if ((errno != EAGAIN && errno != ENOBUFS && errno != EINTR) || ++*tries >= 64) return false;
+  cpu_relax();
+  return true;
+}
+
 constexpr size_t kMaxDatagram = 65536;
 constexpr size_t kMaxUdpPayload = 65535 - 20 - 8;  // one IPv4 datagram, or one GSO send
 constexpr int kSocketBuffer = 8 << 20;
@@ -206,18 +216,13 @@ UdpEndpoint::~UdpEndpoint() {
 
 void UdpEndpoint::transmit(std::span<const uint8_t> d, const UdpAddr& to) {
   const SockAddr a = sockaddr_of(to);
-  for (int tries = 0;; ++tries) {
+  for (int tries = 0;;) {
     ssize_t n = sys_sendto(fd_, d.data(), d.size(), a.get(), a.len);
     if (n == ssize_t(d.size())) {
       ++stats_.sent;
       return;
     }
-    // A full socket buffer is a lost packet to RC, which retransmits; retry
-    // a few times first so a burst does not turn into losses needlessly.
-    if (n < 0 && (errno == EAGAIN || errno == ENOBUFS || errno == EINTR) && tries < 64) {
-      cpu_relax();
-      continue;
-    }
+    if (n < 0 && retry_send(&tries)) continue;
     ++stats_.send_errors;
     return;
   }
@@ -320,13 +325,8 @@ void UdpEndpoint::send_queued() {
         tries = 0;
         continue;
       }
-      // As in transmit(): a full buffer is a loss to RC; retry a little first.
-      if (errno == EAGAIN || errno == ENOBUFS || errno == EINTR) {
-        if (++tries < 64) {
-          cpu_relax();
-          continue;
-        }
-      } else if (runs[k].count > 1 && (errno == EINVAL || errno == EIO)) {
+      if (retry_send(&tries)) continue;
+      if (runs[k].count > 1 && (errno == EINVAL || errno == EIO)) {
         // The kernel refused the GSO send (no UDP_SEGMENT before Linux 4.18,
         // or a device path without checksum offload): from now on one
         // datagram per packet, each with identification 0. (The capture

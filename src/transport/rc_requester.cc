@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "common/iov.h"
 #include "transport/psn.h"
 #include "transport/timers.h"
 
@@ -17,34 +18,6 @@ bool is_atomic(MsgKind k) { return k == MsgKind::kCompareSwap || k == MsgKind::k
 /// Sent packets (or, for a READ, requested PSNs) that make the WQE complete.
 uint32_t total_of(MsgKind k, uint32_t npsn, uint32_t len, uint32_t pmtu) {
   return is_read(k) ? npsn : packets_for(k, len, pmtu);
-}
-
-/// Copies message bytes [off, off+n) out of a gather list.
-void gather(std::span<const iovec> v, uint64_t off, uint32_t n, uint8_t* out) {
-  for (const iovec& e : v) {
-    if (!n) return;
-    if (off >= e.iov_len) {
-      off -= e.iov_len;
-      continue;
-    }
-    const size_t k = std::min<size_t>(n, e.iov_len - off);
-    memcpy(out, static_cast<const uint8_t*>(e.iov_base) + off, k);
-    out += k;
-    n -= uint32_t(k);
-    off = 0;
-  }
-}
-
-/// Where message bytes [off, off+n) are, if one gather entry holds them all.
-const uint8_t* contiguous(std::span<const iovec> v, uint64_t off, uint32_t n) {
-  for (const iovec& e : v) {
-    if (off >= e.iov_len) {
-      off -= e.iov_len;
-      continue;
-    }
-    return e.iov_len - off >= n ? static_cast<const uint8_t*>(e.iov_base) + off : nullptr;
-  }
-  return nullptr;
 }
 
 }  // namespace
@@ -121,11 +94,11 @@ void RcRequester::send_packet(Entry& e, uint32_t i, bool ask_ack) {
     // into the datagram (the link copies them while this call runs).
     if (!w.owned.empty()) {
       p.payload = std::span<const uint8_t>(w.owned.data() + s.offset, s.len);  // inline data
-    } else if (const uint8_t* at = contiguous({w.local.data(), w.local.size()}, s.offset, s.len)) {
+    } else if (const uint8_t* at = iov_contiguous({w.local.data(), w.local.size()}, s.offset, s.len)) {
       p.payload = std::span<const uint8_t>(at, s.len);
     } else {
       scratch_.resize(s.len);
-      gather({w.local.data(), w.local.size()}, s.offset, s.len, scratch_.data());
+      iov_read({w.local.data(), w.local.size()}, s.offset, s.len, scratch_.data());
       p.payload = scratch_;
     }
   }
@@ -233,17 +206,7 @@ void RcRequester::check_drained() {
 }
 
 void RcRequester::place(Entry& e, uint64_t off, std::span<const uint8_t> b) {
-  for (const iovec& v : e.w.local) {
-    if (b.empty()) return;
-    if (off >= v.iov_len) {
-      off -= v.iov_len;
-      continue;
-    }
-    const size_t k = std::min<size_t>(b.size(), v.iov_len - off);
-    memcpy(static_cast<uint8_t*>(v.iov_base) + off, b.data(), k);
-    b = b.subspan(k);
-    off = 0;
-  }
+  iov_write({e.w.local.data(), e.w.local.size()}, off, b);
 }
 
 uint32_t RcRequester::window_base() const {
