@@ -49,4 +49,41 @@
  * (default 3000). Read by uroced; inherited from the process that starts it. */
 #define UROCE_ENV_UROCED_IDLE_MS "UROCED_IDLE_MS"
 
+/* A numeric group id whose members uroced also serves; unset: only processes
+ * of its own user (SO_PEERCRED). Read by uroced. */
+#define UROCE_ENV_UROCED_TRUST_GID "UROCED_TRUST_GID"
+
+/* Which link a connected QP with a global route uses: "auto" (default; RoCE
+ * v2 over UDP to another host or another user's process, shared memory
+ * otherwise), "udp" (always UDP) or "shm" (never UDP). */
+#define UROCE_ENV_LINK "UROCE_LINK"
+
+/* "0": never re-back registered pages with a memfd (every intra-host copy is
+ * a process_vm_* system call). */
+#define UROCE_ENV_MR_SHARE "UROCE_MR_SHARE"
+
+/* Largest region, in bytes, whose pages are re-backed at ibv_reg_mr
+ * (default 1 GiB). */
+#define UROCE_ENV_MR_SHARE_MAX "UROCE_MR_SHARE_MAX"
+
+/* "1": act as if membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED) were unavailable:
+ * every completion producer fences after publishing. */
+#define UROCE_ENV_CQ_FENCE "UROCE_CQ_FENCE"
+
+/* The CM's response timeout on the wire, as the IBTA's 5-bit exponent
+ * (4.096 us * 2^value; default 20). Read by uroced at start. */
+#define UROCE_ENV_CM_RESPONSE_TIMEOUT "UROCE_CM_RESPONSE_TIMEOUT"
+
+/* How often (0-15, default 15) a CM message is sent again before the
+ * connection is given up. Read by uroced at start. */
+#define UROCE_ENV_CM_RETRIES "UROCE_CM_RETRIES"
+
+/* Fault injection on every packet the network link sends:
+ * "drop=P,dup=P,reorder=P,corrupt=P,seed=N" (probabilities 0-1). */
+#define UROCE_ENV_FAULTS "UROCE_FAULTS"
+
+/* A pcap file ("%p": the process id) that gets every RoCE v2 packet the
+ * network link sends and every one it receives with a good ICRC. */
+#define UROCE_ENV_CAPTURE "UROCE_CAPTURE"
+
 #endif /* UROCE_UROCE_H_ */
