@@ -38,6 +38,9 @@ packages=(
   # image (rxe's verbs provider, rdma-core's tools, busybox, tcpdump, ...)
   qemu-system-x86 busybox-static rdma-core ibverbs-providers rdmacm-utils
   tcpdump netcat-openbsd cpio kmod gzip
+  # the Debian package's test: its man pages rendered with man -l
+  # (tests/integration/debian_package; cpack and dpkg come with cmake and dpkg)
+  man-db
   # callers' extra packages
   "$@"
 )
