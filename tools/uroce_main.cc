@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "tools/devnodes.h"
+#include "tools/status.h"
 
 namespace {
 
@@ -169,8 +170,27 @@ int main(int argc, char** argv) {
                "remove the links instead (of every uroce device, or of the DEVICEs named)");
   dn->add_option("--dir", dno.dir, "directory of the entries")->capture_default_str();
   dn->add_option("devices", dno.devices, "uroce device names (uroce_lo, uroce_eth0, ...)");
+  CLI::App* ln =
+      app.add_subcommand("link", "Show uroce's devices: interface, state, MTU, GIDs, serving uroced");
+  bool link_json = false;
+  ln->add_flag("-j,--json", link_json, "JSON output");
+  CLI::App* st = app.add_subcommand(
+      "stat", "Show what the network link counted, per device (every QP it had) or for one QP (--qp)");
+  uroce::tools::StatOptions so;
+  st->add_flag("-j,--json", so.json, "JSON output");
+  st->add_option("device", so.device, "a uroce device (uroce_lo, ...); default: every device");
+  st->add_option("--qp", so.qpn, "a QP number: its counters");
+  CLI::App* res = app.add_subcommand("res", "Show resources");
+  res->require_subcommand(1);
+  CLI::App* res_qp =
+      res->add_subcommand("qp", "The QPs on this host: device, owner, type, state, peer, link");
+  bool res_json = false;
+  res_qp->add_flag("-j,--json", res_json, "JSON output");
   CLI11_PARSE(app, argc, argv);
   if (cap->parsed()) return capture(out, sent_only, command);
   if (dn->parsed()) return uroce::tools::devnodes(dno);
+  if (ln->parsed()) return uroce::tools::link_show(link_json);
+  if (st->parsed()) return uroce::tools::stat_show(so);
+  if (res_qp->parsed()) return uroce::tools::res_qp_show(res_json);
   return 0;
 }

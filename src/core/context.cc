@@ -4,6 +4,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
 
 #include "core/cq.h"
@@ -23,6 +24,7 @@ Result<std::unique_ptr<Context>> Context::open(const DeviceInfo& dev) {
   auto seg = Segment::create();
   if (!seg.is_ok()) return Status(seg.err());
   c->seg_ = std::move(seg.value());
+  snprintf(c->seg_->header()->dev_name, sizeof(SegHeader::dev_name), "%s", dev.name);
   // The lifetime lock (SegHeader::owner_lock): robust and process-shared, so
   // the kernel marks it owner-died the moment this process dies.
   auto* lock = reinterpret_cast<pthread_mutex_t*>(c->seg_->header()->owner_lock);
@@ -51,6 +53,31 @@ Result<std::unique_ptr<Context>> Context::open(const DeviceInfo& dev) {
   c->async_fd_ = notify_open(&c->async_id_);
   if (c->async_fd_ < 0) return Status(errno ? errno : EMFILE);
   return c;
+}
+
+Result<NetCounters*> Context::open_counters() {
+  auto b = seg_->alloc(sizeof(NetCounters));
+  if (!b.is_ok()) return Status(b.err());
+  auto* k = reinterpret_cast<NetCounters*>(seg_->base() + b.value());
+  k->magic = NetCounters::kMagic;
+  return k;
+}
+
+void Context::retire_counters(NetCounters* k) {
+  {
+    std::lock_guard<std::mutex> g(retired_mu_);
+    SegHeader* h = seg_->header();
+    uint64_t off = h->counters_off.load(std::memory_order_relaxed);
+    if (!off) {
+      auto b = open_counters();
+      if (b.is_ok()) {
+        off = uint64_t(reinterpret_cast<uint8_t*>(b.value()) - seg_->base());
+        h->counters_off.store(off, std::memory_order_release);  // pairs with uroced's acquire
+      }
+    }
+    if (off) add_counters(reinterpret_cast<NetCounters*>(seg_->base() + off), *k);
+  }
+  seg_->free(uint64_t(reinterpret_cast<uint8_t*>(k) - seg_->base()), sizeof(NetCounters));
 }
 
 void Context::own_segment_corrupt() {

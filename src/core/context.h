@@ -12,6 +12,7 @@
 
 #include "common/status.h"
 #include "core/control_client.h"
+#include "core/counters.h"
 #include "core/device_info.h"
 #include "core/limits.h"
 #include "core/segment.h"
@@ -32,6 +33,10 @@ class Context {
   ~Context();
 
   const DeviceInfo& dev() const { return dev_; }
+  /// A zeroed NetCounters block in this context's segment (core/counters.h).
+  Result<NetCounters*> open_counters();
+  /// Adds a QP's block to the context's retired counters and frees it.
+  void retire_counters(NetCounters* k);
   Segment& seg() { return *seg_; }
   uint32_t ctx_id() const { return ctx_id_; }
   int async_fd() const { return async_fd_; }
@@ -142,6 +147,7 @@ class Context {
   bool window_bound_over(uint32_t mr_key);
 
   std::mutex mr_mu_;
+  std::mutex retired_mu_;  // the retired NetCounters block
   std::vector<uint32_t> free_slots_;
   uint32_t next_slot_ = 1;
   /// The owner's view of its windows, by slot (under mr_mu_).

@@ -218,6 +218,20 @@ void ControlClient::map_qp_directory() {
   set_qp_directory(t);
 }
 
+Result<int> ControlClient::report() {
+  std::lock_guard<std::mutex> g(mu_);
+  Request req{};
+  req.type = uint32_t(MsgType::kReport);
+  Reply rep;
+  int fd = -1;
+  if (Status st = transact(fd_, req, &rep, -1, &fd); !st) {
+    if (fd >= 0) close(fd);
+    return st;
+  }
+  if (fd < 0) return Status(EIO);
+  return fd;
+}
+
 void ControlClient::map_id_watch() {
   // Once per process (a forked child keeps its parent's mapping: same uroced).
   if (link::id_watch()) return;

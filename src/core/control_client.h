@@ -58,6 +58,9 @@ class ControlClient {
   bool knows_qpn(uint32_t qpn);
   /// The host-wide XRC domain id for the file (dev, ino); (0, 0) = a new private one.
   Result<uint32_t> open_xrcd(uint64_t dev, uint64_t ino);
+  /// A memfd holding uroced's report of the QPs and devices it serves
+  /// (core/report.h), the caller's to close.
+  Result<int> report();
   /// pthread_atfork child handler: drop the inherited connection.
   static void after_fork_child();
 

@@ -41,6 +41,9 @@ enum class MsgType : uint32_t {
   // -> a read-only fd of uroced's directory of the host's QP numbers
   // (core/qp_directory.h)
   kQpDirectory = 13,
+  // -> a memfd with a report of every QP and device uroced serves, with
+  // their counters (core/report.h)
+  kReport = 14,
 };
 
 struct Request {

@@ -241,6 +241,13 @@ Result<std::unique_ptr<NetQp>> NetQp::open(const Config& c, const PeerQp& self, 
     rc.xrc = c.type == QpType::kXrcRecv;
     q->rc_resp_ = std::make_unique<transport::RcResponder>(rc, q->env_.get());
   }  // (an XRC initiator has no receive side: requests to it are dropped)
+  if (NetCounters* k = c.counters) {
+    q->count_sender(q->tx_.get());
+    q->count_receiver(q->rx_.get());
+    if (q->ud_resp_) q->ud_resp_->count_into(&k->ud);
+    if (q->uc_resp_) q->uc_resp_->count_into(&k->uc);
+    if (q->rc_resp_) q->rc_resp_->count_into(&k->resp);
+  }
   return q;
 }
 
@@ -285,6 +292,7 @@ Status NetQp::join(uint32_t group) {
   auto r = link::UdpEndpoint::open(o);
   if (!r.is_ok()) return Status(r.err());
   if (Status st = NetEngine::get().add_socket(this, r.value().get(), true); !st.is_ok()) return st;
+  count_receiver(r.value().get());
   groups_.push_back(Group{group, std::move(r.value())});
   return Status::ok();
 }
@@ -297,6 +305,8 @@ Status NetQp::add_address(const link::IpAddr& ip) {
   if (!r.is_ok()) return Status(r.err());
   if (Status st = NetEngine::get().add_socket(this, r.value().get(), false); !st.is_ok()) return st;
   std::lock_guard<AdaptiveLock> g(mu_);
+  count_sender(t.value().get());
+  count_receiver(r.value().get());
   more_.push_back(Address{ip, std::move(t.value()), std::move(r.value())});
   return Status::ok();
 }
@@ -317,6 +327,16 @@ void NetQp::start_requester(const transport::RequesterConfig& c) {
   rc.unreliable = cfg_.type == QpType::kUc;
   rc.xrc = cfg_.type == QpType::kXrcSend;
   req_ = std::make_unique<transport::RcRequester>(rc, env_.get());
+  if (cfg_.counters) req_->count_into(&cfg_.counters->req);
+}
+
+void NetQp::count_sender(link::UdpEndpoint* e) {
+  if (NetCounters* k = cfg_.counters) e->count_into(&k->udp, &k->id, &k->faults);
+}
+
+void NetQp::count_receiver(link::UdpEndpoint* e) {
+  // (A receiving socket sends nothing: its fault injector never runs.)
+  if (NetCounters* k = cfg_.counters) e->count_into(&k->udp, &k->id, &k->faults);
 }
 
 void NetQp::drain(bool on, std::function<void()> drained) {

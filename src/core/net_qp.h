@@ -25,6 +25,7 @@
 #include "common/adaptive_lock.h"
 #include "common/spin_lock.h"
 #include "common/status.h"
+#include "core/counters.h"
 #include "core/peer_map.h"
 #include "core/types.h"
 #include "link/udp_link.h"
@@ -57,6 +58,8 @@ class NetQp {
     uint16_t peer_sport = 0;           // the peer's (the same, except between two QPs of one host)
     uint32_t pmtu = 1024;
     transport::ResponderConfig resp;
+    /// Where the QP's link and machines count (core/counters.h), or null.
+    core::NetCounters* counters = nullptr;
   };
   /// The owner's side of a send completion (it knows the CQ and the
   /// unsignaled bookkeeping); runs under the NetQp's lock.
@@ -123,6 +126,9 @@ class NetQp {
   link::UdpEndpoint& rx() { return *rx_; }
 
  private:
+  /// Points a socket's counters at the QP's NetCounters, if it has them.
+  void count_sender(link::UdpEndpoint* e);
+  void count_receiver(link::UdpEndpoint* e);
   class Env;
   class Call;
   NetQp() = default;

@@ -28,6 +28,7 @@ struct SqWqe;
 namespace uroce::core {
 
 class NetQp;
+struct NetCounters;
 
 /// Where a packet goes (ibv_ah_attr, reduced to what RoCE uses).
 struct AddressVector {
@@ -184,6 +185,8 @@ class Qp {
   Status net_open();
   void net_start_requester();
   void net_close();
+  /// Drops the NetQp and retires its counters.
+  void net_drop();
   Status net_post(const SendWqe& w);
   /// UD: does this AH's destination take the network (cached per address)?
   bool ud_over_network(const AddressVector& av);
@@ -229,8 +232,9 @@ class Qp {
   PeerQp ud_peer_{};          // UD: the current WQE's target (under sq_mu_)
   MrCache local_mr_cache_{};  // the last local MR a WQE used (under sq_mu_)
   std::unique_ptr<NetQp> net_;
-  uint32_t net_unsignaled_ = 0;   // like unsignaled_, for network completions (under the NetQp's lock)
-  link::IpAddr ud_dst_cache_ip_;  // the last UD destination looked at (under sq_mu_)
+  NetCounters* counters_ = nullptr;  // net_'s counters, in the context's segment
+  uint32_t net_unsignaled_ = 0;      // like unsignaled_, for network completions (under the NetQp's lock)
+  link::IpAddr ud_dst_cache_ip_;     // the last UD destination looked at (under sq_mu_)
   bool ud_dst_cache_remote_ = false;
   std::vector<uint32_t> mcast_;  // groups attached (IPv4, network order; under sq_mu_)
   static constexpr size_t kMaxUdPayload = 4096;

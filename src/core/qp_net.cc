@@ -164,14 +164,23 @@ Status Qp::net_open() {
   c.resp.max_dest_rd_atomic = attr_.max_dest_rd_atomic ? attr_.max_dest_rd_atomic : 1;
   auto self = PeerMap::get().resolve(qpn_);
   if (!self.is_ok()) return Status(self.err());
+  // Counters where uroced and `uroce stat` see them (none if the segment is
+  // full: the QP works without).
+  if (auto k = ctx_->open_counters(); k.is_ok()) counters_ = c.counters = k.value();
   NetEngine& e = NetEngine::get();
   auto q =
       NetQp::open(c, self.value(), ctx_->host(), e.settings(),
                   [this](const transport::SqWqe& w, WcStatus st, uint32_t n) { net_send_done(w, st, n); });
-  if (!q.is_ok()) return Status(q.err());
+  if (!q.is_ok()) {
+    net_drop();
+    return Status(q.err());
+  }
   net_ = std::move(q.value());
+  if (counters_)
+    shm_->counters_off.store(uint64_t(reinterpret_cast<uint8_t*>(counters_) - ctx_->seg().base()),
+                             std::memory_order_release);  // pairs with uroced's acquire
   if (Status s = e.add(net_.get()); !s.is_ok()) {
-    net_.reset();
+    net_drop();
     return s;
   }
   for (const link::IpAddr& a : ud_more)
@@ -181,7 +190,7 @@ Status Qp::net_open() {
   for (uint32_t g : mcast_)
     if (Status s = net_->join(g); !s.is_ok()) {
       e.remove(net_.get());
-      net_.reset();
+      net_drop();
       return s;
     }
   return Status::ok();
@@ -254,7 +263,15 @@ void Qp::net_close() {
   // before ours closes, so no datagram of the flow finds no socket.
   const NetQp::Last l = net_->release_for_linger();
   if (l.any && !ctx_->fatal()) ctx_->ctl()->linger(l.rx_fd, qpn_, l.dest_qpn, l.epsn, l.msn, l.sport);
+  net_drop();
+}
+
+void Qp::net_drop() {
   net_.reset();
+  if (!counters_) return;
+  shm_->counters_off.store(0, std::memory_order_release);
+  ctx_->retire_counters(counters_);
+  counters_ = nullptr;
 }
 
 Status Qp::net_post(const SendWqe& w) {

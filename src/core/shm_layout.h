@@ -39,6 +39,11 @@ struct alignas(kCacheLine) SegHeader {
   /// word FUTEX_OWNER_DIED during exit, before the process is even a zombie
   /// and before uroced can notice, so peers see the death with one load.
   alignas(8) uint8_t owner_lock[40];
+  /// The device this context opened ("uroce_lo"), for uroced's reports.
+  char dev_name[24];
+  /// The NetCounters of the context's QPs that are gone (core/counters.h),
+  /// or 0 before its first network QP. Stored once by the owner (release).
+  std::atomic<uint64_t> counters_off;
 };
 static_assert(sizeof(pthread_mutex_t) <= 40);
 
@@ -319,6 +324,9 @@ struct alignas(kCacheLine) QpShm {
   uint64_t user_handle;  // owner's ibv_qp*, echoed in async events
   uint32_t xrcd_id;      // XRC target QPs: the domain whose SRQs it may deliver to
   uint32_t pad2;
+  /// The QP's NetCounters (core/counters.h) while it has a network link,
+  /// else 0. The owner stores it (release) after zeroing the block.
+  std::atomic<uint64_t> counters_off;
 };
 
 /// Per-device shared memory, created by uroced and mapped by every client:

@@ -71,6 +71,23 @@ uint64_t sealed_size(int fd) {
   if (seals < 0 || !(seals & F_SEAL_SHRINK) || (seals & (F_SEAL_WRITE | F_SEAL_FUTURE_WRITE))) return 0;
   return uint64_t(st.st_size);
 }
+
+/// The device a context opened, as its owner wrote it (any bytes: cut at
+/// the first NUL or at the field's end).
+std::string seg_dev_name(const SegHeader* h) {
+  char n[sizeof(SegHeader::dev_name) + 1] = {};
+  memcpy(n, h->dev_name, sizeof(SegHeader::dev_name));
+  return n;
+}
+
+/// Copies the NetCounters at `off` of a segment of `size` bytes, if `off`
+/// names one (a client writes the offsets: checked, never trusted).
+bool read_counters(const SegHeader* h, uint64_t size, uint64_t off, core::NetCounters* out) {
+  if (!off || off % 8 || off < sizeof(SegHeader) || off > size || size - off < sizeof(core::NetCounters))
+    return false;
+  memcpy(out, reinterpret_cast<const uint8_t*>(h) + off, sizeof(*out));
+  return out->magic == core::NetCounters::kMagic;
+}
 }  // namespace
 
 Result<uint32_t> Registry::register_ctx(int client_fd, int32_t pid, int memfd) {
@@ -120,6 +137,8 @@ CtxRecord* Registry::find_ctx(int client_fd, uint32_t ctx_id) {
 }
 
 void Registry::drop_ctx(CtxRecord& c, bool dead) {
+  // What the context's QPs counted stays in its device's totals.
+  add_ctx_counters(c, &retired_[seg_dev_name(c.seg)]);
   auto* base = reinterpret_cast<uint8_t*>(c.seg);
   for (uint32_t qpn : c.qpns) {
     auto it = qpns_.find(qpn);
@@ -254,6 +273,76 @@ void Registry::client_gone(int client_fd) {
     }
   }
   clients_.erase(client_fd);
+}
+
+void Registry::visit_ctx(const CtxRecord& c, FnRef<void(const core::NetCounters&)> retired,
+                         FnRef<void(uint32_t, const QpShm&, const core::NetCounters*)> qp) const {
+  const uint64_t size = sealed_size(c.memfd);
+  core::NetCounters k;
+  if (read_counters(c.seg, size, c.seg->counters_off.load(std::memory_order_acquire), &k)) retired(k);
+  const auto* base = reinterpret_cast<const uint8_t*>(c.seg);
+  for (uint32_t qpn : c.qpns) {
+    auto it = qpns_.find(qpn);
+    if (it == qpns_.end() || it->second.is_srq) continue;
+    const auto* q = reinterpret_cast<const QpShm*>(base + it->second.off);  // checked at alloc_qpn
+    const bool has = read_counters(c.seg, size, q->counters_off.load(std::memory_order_acquire), &k);
+    qp(qpn, *q, has ? &k : nullptr);
+  }
+}
+
+void Registry::add_ctx_counters(const CtxRecord& c, core::NetCounters* into) const {
+  visit_ctx(
+      c, [&](const core::NetCounters& k) { core::add_counters(into, k); },
+      [&](uint32_t, const QpShm&, const core::NetCounters* k) {
+        if (k) core::add_counters(into, *k);
+      });
+}
+
+int Registry::report(int32_t uroced_pid) const {
+  std::vector<core::ReportQp> qps;
+  std::map<std::string, core::ReportDev> devs;
+  for (const auto& [name, k] : retired_) devs[name].counters = k;
+  for (const auto& [id, c] : ctxs_) {
+    const std::string dev = seg_dev_name(c.seg);
+    core::ReportDev& d = devs[dev];
+    visit_ctx(
+        c, [&](const core::NetCounters& k) { core::add_counters(&d.counters, k); },
+        [&](uint32_t qpn, const QpShm& q, const core::NetCounters* k) {
+          core::ReportQp r{};
+          r.qpn = qpn;
+          r.ctx_id = c.ctx_id;
+          r.pid = c.pid;
+          r.type = __atomic_load_n(&q.qp_type, __ATOMIC_RELAXED);
+          r.state = q.state.load(std::memory_order_acquire);
+          r.dest_qpn = __atomic_load_n(&q.dest_qpn, __ATOMIC_RELAXED);
+          memcpy(r.dev, dev.c_str(), std::min(dev.size(), sizeof(r.dev) - 1));
+          if (k) {
+            r.has_counters = 1;
+            r.counters = *k;
+            core::add_counters(&d.counters, *k);
+          }
+          ++d.qps;
+          qps.push_back(r);
+        });
+  }
+  core::ReportHeader h{};
+  h.magic = core::ReportHeader::kMagic;
+  h.num_qps = uint32_t(qps.size());
+  h.num_devs = uint32_t(devs.size());
+  h.uroced_pid = uroced_pid;
+  int fd = memfd_create("uroce-report", MFD_CLOEXEC);
+  if (fd < 0) return -1;
+  bool ok = write(fd, &h, sizeof(h)) == ssize_t(sizeof(h));
+  for (const core::ReportQp& r : qps) ok = ok && write(fd, &r, sizeof(r)) == ssize_t(sizeof(r));
+  for (auto& [name, d] : devs) {
+    memcpy(d.dev, name.c_str(), std::min(name.size(), sizeof(d.dev) - 1));
+    ok = ok && write(fd, &d, sizeof(d)) == ssize_t(sizeof(d));
+  }
+  if (!ok) {
+    close(fd);
+    return -1;
+  }
+  return fd;
 }
 
 }  // namespace uroce::daemon

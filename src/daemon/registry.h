@@ -5,11 +5,14 @@
 #include <cstdint>
 #include <map>
 #include <set>
+#include <string>
 #include <vector>
 
+#include "common/fn_ref.h"
 #include "common/status.h"
 #include "core/limits.h"
 #include "core/qp_directory.h"
+#include "core/report.h"
 #include "core/shm_layout.h"
 
 namespace uroce::daemon {
@@ -77,10 +80,21 @@ class Registry {
   /// pass to a client (still this registry's), or -1 without one.
   int directory_fd() const { return dir_ro_fd_; }
   const core::QpDirectory* directory() const { return dir_; }
+  /// A memfd holding the report of every QP and device (core/report.h), or
+  /// -1. Reads what clients wrote in their segments, bounds-checked.
+  int report(int32_t uroced_pid) const;
 
  private:
   CtxRecord* find_ctx(int client_fd, uint32_t ctx_id);
   void drop_ctx(CtxRecord& c, bool dead);
+  /// Calls `retired` with a context's retired counters (if it has them) and
+  /// `qp` for each of its QPs with the QP's counters (or null).
+  void visit_ctx(const CtxRecord& c, FnRef<void(const core::NetCounters&)> retired,
+                 FnRef<void(uint32_t, const core::QpShm&, const core::NetCounters*)> qp) const;
+  /// A context's counters (retired block and live QPs') as they stand, added to `into`.
+  void add_ctx_counters(const CtxRecord& c, core::NetCounters* into) const;
+  /// What contexts that are gone counted, by device name.
+  std::map<std::string, core::NetCounters> retired_;
 
   struct ClientShare {
     uint32_t ctxs = 0;

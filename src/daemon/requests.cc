@@ -175,6 +175,11 @@ Requests::Answer Requests::handle(int fd, const void* msg, size_t len, int passe
     case MsgType::kQpDirectory:
       a.fd = registry_.directory_fd();
       break;
+    case MsgType::kReport:
+      a.fd = registry_.report(getpid());
+      a.close_fd = true;
+      if (a.fd < 0) reply->status = EIO;
+      break;
     case MsgType::kLinger:
       if (passed >= 0) linger(req, passed);
       passed = -1;

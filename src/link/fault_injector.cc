@@ -61,34 +61,40 @@ double FaultInjector::uniform() {
 void FaultInjector::send(std::span<const uint8_t> pkt, uint64_t tag, const Emit& emit) {
   if (!pkt.empty() && cfg_.corrupt > 0 && uniform() < cfg_.corrupt) {
     scratch_.assign(pkt.begin(), pkt.end());
-    const size_t at = size_t(uniform() * double(scratch_.size()));
+    // A byte the ICRC covers: never the BTH's resv8a (byte 4: FECN, BECN),
+    // which switches may rewrite and the ICRC leaves out, so every packet
+    // this corrupts is one a receiver must catch.
+    constexpr size_t kResv8a = 4;
+    const bool skip = scratch_.size() > kResv8a + 1;
+    size_t at = size_t(uniform() * double(scratch_.size() - (skip ? 1 : 0)));
+    if (skip && at >= kResv8a) ++at;
     scratch_[at] ^= uint8_t(1 + uint32_t(uniform() * 255));  // never 0: the byte changes
-    ++stats_.corrupted;
-    ++stats_.out;
+    ++stats_->corrupted;
+    ++stats_->out;
     emit(scratch_, tag);
     return;
   }
-  ++stats_.out;
+  ++stats_->out;
   emit(pkt, tag);
 }
 
 void FaultInjector::process(std::span<const uint8_t> pkt, const Emit& emit, uint64_t tag) {
-  ++stats_.in;
+  ++stats_->in;
   if (cfg_.drop > 0 && uniform() < cfg_.drop) {
-    ++stats_.dropped;
+    ++stats_->dropped;
     return;
   }
   if (!holding_ && cfg_.reorder > 0 && uniform() < cfg_.reorder) {
     held_.assign(pkt.begin(), pkt.end());
     held_tag_ = tag;
     holding_ = true;
-    ++stats_.reordered;
+    ++stats_->reordered;
     return;
   }
   const bool twice = cfg_.dup > 0 && uniform() < cfg_.dup;
   send(pkt, tag, emit);
   if (twice) {
-    ++stats_.duplicated;
+    ++stats_->duplicated;
     send(pkt, tag, emit);
   }
   flush(emit);

@@ -1,6 +1,6 @@
 // A deterministic, seeded fault injector for a packet link (tests and
 // demos): drops, duplicates, reorders (swaps with the next packet) and
-// corrupts (one byte) outgoing packets at configured rates. The same seed
+// corrupts (one byte the ICRC covers) outgoing RoCE packets at configured rates. The same seed
 // and the same packet sequence give the same faults, so a failing test
 // replays exactly. Configured per device from UROCE_FAULTS, e.g.
 // "drop=0.01,dup=0.001,reorder=0.01,corrupt=0.001,seed=7".
@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/counted.h"
 #include "common/status.h"
 
 namespace uroce::link {
@@ -43,7 +44,9 @@ class FaultInjector {
   void process(std::span<const uint8_t> pkt, const Emit& emit, uint64_t tag = 0);
   /// Sends a held-back packet now (call when the link goes idle).
   void flush(const Emit& emit);
-  const Stats& stats() const { return stats_; }
+  const Stats& stats() const { return stats_.get(); }
+  /// Counts from now on into `s` (core/counters.h).
+  void count_into(Stats* s) { stats_.use(s); }
 
  private:
   double uniform();  // [0, 1)
@@ -51,7 +54,7 @@ class FaultInjector {
 
   FaultConfig cfg_;
   uint64_t state_;
-  Stats stats_;
+  Counted<Stats> stats_;
   std::vector<uint8_t> held_, scratch_;
   bool holding_ = false;
   uint64_t held_tag_ = 0;

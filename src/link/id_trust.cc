@@ -74,7 +74,7 @@ void IdTrust::release_proven(Deliver deliver) {
   for (size_t i = 0; i < parked_.size(); ++i) {
     Parked& p = parked_[i];
     if (p.proven) {
-      ++stats_.succeeded;
+      ++stats_->succeeded;
       hand_on(p, deliver);
     } else {
       if (out != i) parked_[out] = std::move(p);
@@ -105,7 +105,7 @@ void IdTrust::judge(std::span<const uint8_t> pkt, uint32_t saddr, uint16_t sport
   bool believed = continues(k, id);
   const IdWatchTable* w = id_watch();
   if (!believed && w && id_watch_get(w, k, id) == IdSeen::kSame) {
-    ++stats_.vouched;
+    ++stats_->vouched;
     note(k, id, true);
     believed = true;
   }
@@ -121,10 +121,10 @@ void IdTrust::judge(std::span<const uint8_t> pkt, uint32_t saddr, uint16_t sport
   // No evidence yet (a flow's first packet from a peer whose counter is
   // unknown, or a corrupted packet): wait for uroced's record or the next packet.
   if (parked_.size() == kMaxParked) {
-    ++stats_.unproven;
+    ++stats_->unproven;
     parked_.erase(parked_.begin());
   }
-  ++stats_.parked;
+  ++stats_->parked;
   const bool watched = w && w->watching.load(std::memory_order_acquire);  // pairs with uroced's release
   parked_.push_back(Parked{std::vector<uint8_t>(pkt.begin(), pkt.end()), k, id,
                            now_ns + (watched ? kWaitWatchedNs : kWaitNs)});
@@ -141,13 +141,13 @@ void IdTrust::recheck(uint64_t now_ns, Deliver deliver) {
     // reaches within the wait).
     const bool go = w && id_watch_get(w, p.key, p.id) == IdSeen::kSame;
     if (go) {
-      ++stats_.vouched;
+      ++stats_->vouched;
       note(p.key, p.id, true);
     }
     if (go) {
       hand_on(p, deliver);
     } else if (p.deadline <= now_ns) {
-      ++stats_.unproven;
+      ++stats_->unproven;
     } else {
       if (out != i) parked_[out] = std::move(p);
       ++out;

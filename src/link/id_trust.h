@@ -23,6 +23,7 @@
 #include <span>
 #include <vector>
 
+#include "common/counted.h"
 #include "common/fn_ref.h"
 #include "link/id_watch.h"
 
@@ -71,7 +72,9 @@ class IdTrust {
   /// arrival), those out of time are dropped.
   void recheck(uint64_t now_ns, Deliver deliver);
   bool parked() const { return !parked_.empty(); }
-  const Stats& stats() const { return stats_; }
+  const Stats& stats() const { return stats_.get(); }
+  /// Counts from now on into `s` (core/counters.h).
+  void count_into(Stats* s) { stats_.use(s); }
 
  private:
   struct Counter {
@@ -103,7 +106,7 @@ class IdTrust {
   Counter counters_[kCounters];
   unsigned victim_ = 0;
   std::vector<Parked> parked_;  // in order of arrival
-  Stats stats_;
+  Counted<Stats> stats_;
 };
 
 }  // namespace uroce::link

@@ -219,11 +219,12 @@ void UdpEndpoint::transmit(std::span<const uint8_t> d, const UdpAddr& to) {
   for (int tries = 0;;) {
     ssize_t n = sys_sendto(fd_, d.data(), d.size(), a.get(), a.len);
     if (n == ssize_t(d.size())) {
-      ++stats_.sent;
+      ++stats_->sent;
+      stats_->sent_bytes += d.size();
       return;
     }
     if (n < 0 && retry_send(&tries)) continue;
-    ++stats_.send_errors;
+    ++stats_->send_errors;
     return;
   }
 }
@@ -320,7 +321,10 @@ void UdpEndpoint::send_queued() {
       const int sent = m - k == 1 ? (sys_sendmsg(fd_, &msgs[k].msg_hdr, 0) >= 0 ? 1 : -1)
                                   : sys_sendmmsg(fd_, msgs + k, unsigned(m - k), 0);
       if (sent > 0) {
-        for (int x = k; x < k + sent; ++x) stats_.sent += runs[x].count;
+        for (int x = k; x < k + sent; ++x) {
+          stats_->sent += runs[x].count;
+          stats_->sent_bytes += runs[x].bytes;
+        }
         k += sent;
         tries = 0;
         continue;
@@ -342,7 +346,7 @@ void UdpEndpoint::send_queued() {
         tries = 0;
         continue;
       }
-      stats_.send_errors += runs[k].count;
+      stats_->send_errors += runs[k].count;
       ++k;
       tries = 0;
     }
@@ -435,16 +439,16 @@ void UdpEndpoint::deliver(const uint8_t* d, size_t len, size_t seg, const UdpAdd
   for (size_t at = 0; at < len; at += seg) {
     const uint8_t* p = d + at;
     const size_t n = std::min(seg, len - at);
-    ++stats_.received;
+    ++stats_->received;
     if (n < wire::kBthBytes + wire::kIcrcBytes) {
-      ++stats_.bad_icrc;
+      ++stats_->bad_icrc;
       continue;
     }
     const size_t ib = n - wire::kIcrcBytes;
     const uint32_t carried = wire::get_icrc(p + ib);
     if (v6_) {
       if (icrc_v6(src, dst, {p, ib}) != carried) {
-        ++stats_.bad_icrc;  // dropped silently (IBA Vol. 1 7.8.1; the compliance suite's v1c07-007)
+        ++stats_->bad_icrc;  // dropped silently (IBA Vol. 1 7.8.1; the compliance suite's v1c07-007)
         continue;
       }
       hand_on({p, n}, src, 0, on_packet);
@@ -453,7 +457,7 @@ void UdpEndpoint::deliver(const uint8_t* d, size_t len, size_t seg, const UdpAdd
     // Over IPv4, the identification the ICRC was computed with (one, or none).
     const int id = icrc_.solve({src.ip.raw4(), dst.ip.raw4(), src.port, dst.port}, {p, ib}, carried);
     if (id < 0) {
-      ++stats_.bad_icrc;
+      ++stats_->bad_icrc;
       if (trust_.parked()) trust_.saw_other(src.ip.raw4());
       continue;
     }
@@ -480,13 +484,14 @@ void UdpEndpoint::hand_on(std::span<const uint8_t> p, const UdpAddr& src, uint16
   wire::Packet pk;
   const wire::DecodeError e = wire::decode(p, &pk);
   if (e == wire::DecodeError::kCnp) {
-    ++stats_.cnp;
+    ++stats_->cnp;
     return;
   }
   if (e != wire::DecodeError::kNone) {
-    ++stats_.malformed;
+    ++stats_->malformed;
     return;
   }
+  stats_->received_bytes += p.size();
   on_packet(pk, src, local_);
 }
 

@@ -32,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "common/counted.h"
 #include "common/fn_ref.h"
 #include "common/status.h"
 #include "link/fault_injector.h"
@@ -86,6 +87,7 @@ class UdpEndpoint {
   };
   struct Stats {
     uint64_t sent = 0, send_errors = 0, received = 0, bad_icrc = 0, malformed = 0, cnp = 0;
+    uint64_t sent_bytes = 0, received_bytes = 0;  // RoCE packets, BTH to ICRC
   };
   /// A packet that passed its checks; `to` is the address it was sent to.
   /// Called for each packet a read delivers (a reference: it lives only for the call to poll()).
@@ -127,8 +129,15 @@ class UdpEndpoint {
   void flush();
   int fd() const { return fd_; }
   const UdpAddr& local() const { return local_; }
-  const Stats& stats() const { return stats_; }
+  const Stats& stats() const { return stats_.get(); }
   const IdTrust::Stats& id_stats() const { return trust_.stats(); }
+  /// Counts from now on into `s`, `id` and (with a fault injector) `faults`
+  /// (core/counters.h).
+  void count_into(Stats* s, IdTrust::Stats* id, FaultInjector::Stats* faults) {
+    stats_.use(s);
+    trust_.count_into(id);
+    if (faults_) faults_->count_into(faults);
+  }
 
  private:
   UdpEndpoint() = default;
@@ -156,7 +165,7 @@ class UdpEndpoint {
   int fd_ = -1;
   bool v6_ = false;  // an IPv6 socket (no identification)
   UdpAddr local_;
-  Stats stats_;
+  Counted<Stats> stats_;
   std::unique_ptr<FaultInjector> faults_;
   std::vector<UdpAddr> tags_;  // the fault injector's destinations
   std::shared_ptr<wire::PcapWriter> capture_;

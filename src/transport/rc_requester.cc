@@ -102,7 +102,7 @@ void RcRequester::send_packet(Entry& e, uint32_t i, bool ask_ack) {
       p.payload = scratch_;
     }
   }
-  ++stats_.packets;
+  ++stats_->packets;
   env_->send(p);
 }
 
@@ -118,7 +118,7 @@ void RcRequester::send_read(Entry& e, uint32_t k) {
   p.va = e.w.remote_va + off;
   p.rkey = e.w.rkey;
   p.dma_len = uint32_t(e.w.len - std::min<uint64_t>(off, e.w.len));
-  ++stats_.packets;
+  ++stats_->packets;
   env_->send(p);
 }
 
@@ -267,7 +267,7 @@ void RcRequester::go_back(uint32_t psn) {
       if (!is_read(e.w.kind) && !is_atomic(e.w.kind))
         k = std::min(k, packets_for(e.w.kind, e.w.len, cfg_.pmtu));
       e.sent = is_atomic(e.w.kind) ? 0 : k;
-      stats_.retransmits += 1;
+      stats_->retransmits += 1;
     } else if (found && !e.answered) {
       // Sent again after the one the NAK names (a READ: what is still missing).
       e.sent = is_read(e.w.kind) ? uint32_t(e.read_done / cfg_.pmtu) : 0;
@@ -305,25 +305,25 @@ void RcRequester::flush() {
 void RcRequester::on_response(const Packet& p, uint64_t now) {
   now_ns_ = now;
   if (failed_ || q_.empty() || cfg_.unreliable) {
-    ++stats_.dropped;
+    ++stats_->dropped;
     return;
   }
   const uint8_t op = p.bth.opcode & 0x1f;
   const uint32_t una = q_.front().first_psn;
   // Only PSNs of requests still outstanding mean anything (9.7.6.1.2).
   if (psn_diff(p.bth.psn, una) < 0 || psn_diff(p.bth.psn, next_psn_) >= 0) {
-    ++stats_.dropped;
+    ++stats_->dropped;
     return;
   }
   if (op == kAcknowledge) {
     switch (ack_type(p.syndrome)) {
       case AckType::kAck:
-        ++stats_.acks;
+        ++stats_->acks;
         ack_through(p.bth.psn, now);
         pump(now);
         return;
       case AckType::kRnrNak:
-        ++stats_.rnr_naks;
+        ++stats_->rnr_naks;
         ack_through(psn_add(p.bth.psn, -1), now);
         if (cfg_.rnr_retry != 7 && rnr_retries_ >= cfg_.rnr_retry) {
           fail_front(WcStatus::kRnrRetryExcErr);
@@ -337,7 +337,7 @@ void RcRequester::on_response(const Packet& p, uint64_t now) {
         ack_through(psn_add(p.bth.psn, -1), now);
         const NakCode c = NakCode(ack_value(p.syndrome));
         if (c == NakCode::kPsnSequenceError) {
-          ++stats_.seq_naks;
+          ++stats_->seq_naks;
           // A repeat of the NAK acted on, within a round trip of acting on
           // it, was (most likely) sent before what that resent reached the
           // responder; a later one means the resent packet was lost too.
@@ -345,7 +345,7 @@ void RcRequester::on_response(const Packet& p, uint64_t now) {
             // Unless the resent packets get through (progress past it by
             // then), this NAK is acted on after all, two round trips later
             // (the resend was lost too: far sooner than the timer).
-            ++stats_.seq_naks_ignored;
+            ++stats_->seq_naks_ignored;
             if (!nak_recheck_) nak_recheck_ = now + 2 * nak_repeat_guard();
             return;
           }
@@ -358,13 +358,14 @@ void RcRequester::on_response(const Packet& p, uint64_t now) {
           pump(now);
           return;
         }
+        ++stats_->error_naks;
         fail_front(c == NakCode::kRemoteAccessError        ? WcStatus::kRemAccessErr
                    : c == NakCode::kRemoteOperationalError ? WcStatus::kRemOpErr
                                                            : WcStatus::kRemInvReqErr);
         return;
       }
       case AckType::kReserved:
-        ++stats_.dropped;
+        ++stats_->dropped;
         return;
     }
   }
@@ -380,7 +381,7 @@ void RcRequester::on_response(const Packet& p, uint64_t now) {
   }
   const bool atomic_ack = op == kAtomicAcknowledge;
   if (!e || !e->started || e->answered || (atomic_ack ? !is_atomic(e->w.kind) : !is_read(e->w.kind))) {
-    ++stats_.dropped;
+    ++stats_->dropped;
     return;
   }
   ack_through(psn_add(e->first_psn, -1), now);
@@ -399,7 +400,7 @@ void RcRequester::on_response(const Packet& p, uint64_t now) {
     const uint64_t at = uint64_t(uint32_t(psn_diff(p.bth.psn, e->first_psn))) * cfg_.pmtu;
     if (at != expect) {
       if (at > expect) reask(*e);  // a response packet went missing: ask again for the rest
-      ++stats_.dropped;
+      ++stats_->dropped;
       return;
     }
     // Data is placed as it comes, for any READ; completions stay in order.
@@ -417,7 +418,7 @@ void RcRequester::reask(Entry& x) {
   const uint64_t from = is_read(x.w.kind) ? x.read_done : 0;
   if (x.reasked_at == from) return;  // once per loss; the timer covers a lost re-ask
   x.reasked_at = from;
-  ++stats_.retransmits;
+  ++stats_->retransmits;
   if (is_read(x.w.kind))
     send_read(x, uint32_t(from / cfg_.pmtu));
   else
@@ -460,7 +461,7 @@ void RcRequester::on_timer(uint64_t now) {
     nak_recheck_ = 0;
     if (!q_.empty() && window_base() == nak_psn_) {
       // The NAK repeated while its resend was on the way still stands.
-      ++stats_.seq_naks_rechecked;
+      ++stats_->seq_naks_rechecked;
       nak_at_ = now;
       cwnd_ = std::max<uint32_t>(kMinWindow, cwnd_ / 2);
       go_back(nak_psn_);
@@ -471,7 +472,7 @@ void RcRequester::on_timer(uint64_t now) {
   if (const uint64_t pr = probe_time(); pr && now >= pr) probe();
   if (!deadline_ || now < deadline_ || q_.empty()) return;
   // 9.7.6.1.3: no progress within the local ACK timeout: retry from the oldest.
-  ++stats_.timeouts;
+  ++stats_->timeouts;
   if (retries_ >= cfg_.retry_cnt) {
     fail_front(WcStatus::kRetryExcErr);
     return;
@@ -518,7 +519,7 @@ void RcRequester::probe() {
     Entry& e = q_[k];
     if (!e.started || e.sent == 0) continue;
     if (is_read(e.w.kind) || is_atomic(e.w.kind)) return;  // asked again by reask() or the timer
-    ++stats_.probes;
+    ++stats_->probes;
     send_packet(e, e.sent - 1, true);
     return;
   }

@@ -15,6 +15,7 @@
 #include <span>
 #include <vector>
 
+#include "common/counted.h"
 #include "common/ring_queue.h"
 #include "common/small_vec.h"
 #include "transport/packetizer.h"
@@ -83,6 +84,7 @@ struct RequesterStats {
   uint64_t seq_naks_ignored = 0;    // of seq_naks: repeats of one just acted on
   uint64_t seq_naks_rechecked = 0;  // of those: acted on later, the gap still open
   uint64_t probes = 0;              // newest packets sent again early (see probe())
+  uint64_t error_naks = 0;          // NAKs received: invalid request, remote access or operational error
 };
 
 class RcRequester {
@@ -109,7 +111,9 @@ class RcRequester {
 
   bool failed() const { return failed_; }
   size_t outstanding() const { return q_.size(); }
-  const RequesterStats& stats() const { return stats_; }
+  const RequesterStats& stats() const { return stats_.get(); }
+  /// Counts from now on into `s` (core/counters.h).
+  void count_into(RequesterStats* s) { stats_.use(s); }
 
  private:
   struct Entry {
@@ -187,7 +191,7 @@ class RcRequester {
   bool failed_ = false;
   bool draining_ = false, drained_told_ = false;
   std::vector<uint8_t> scratch_;
-  RequesterStats stats_;
+  Counted<RequesterStats> stats_;
 };
 
 }  // namespace uroce::transport

@@ -20,7 +20,7 @@ void RcResponder::ack(uint32_t psn) {
   Packet r = response(kAcknowledge, psn);
   r.syndrome = syndrome_ack(kCreditsInvalid);
   r.msn = msn_;
-  ++stats_.acks;
+  ++stats_->acks;
   env_->send(r);
 }
 
@@ -32,6 +32,9 @@ void RcResponder::nak(uint32_t psn, uint8_t syndrome) {
 }
 
 void RcResponder::fail(uint32_t psn, NakCode code, AsyncEvent ev) {
+  ++(code == NakCode::kRemoteAccessError        ? stats_->access_naks
+     : code == NakCode::kRemoteOperationalError ? stats_->op_naks
+                                                : stats_->inv_req_naks);
   nak(psn, syndrome_nak(code));
   failed_ = true;
   env_->qp_error(ev);
@@ -44,18 +47,18 @@ void RcResponder::remember(const Replay& r) {
 
 void RcResponder::on_request(const Packet& p) {
   if (failed_) {
-    ++stats_.dropped;  // a QP in ERR answers nothing
+    ++stats_->dropped;  // a QP in ERR answers nothing
     return;
   }
-  ++stats_.packets;
+  ++stats_->packets;
   const OpInfo* info = op_info(p.bth.opcode);
   if (!info || !(info->flags & kRequest) || (p.bth.opcode >> 5) != uint8_t(service())) {
-    ++stats_.dropped;
+    ++stats_->dropped;
     return;
   }
   const int32_t d = psn_diff(p.bth.psn, epsn_);
   if (d < 0) {
-    ++stats_.duplicates;
+    ++stats_->duplicates;
     duplicate(p, *info);
     return;
   }
@@ -81,14 +84,14 @@ void RcResponder::on_request(const Packet& p) {
     } else if (resent || ++gap_packets_ >= renak_at_) {
       if (!resent) renak_at_ *= 2;
       send_nak = true;
-      ++stats_.seq_naks_repeated;
+      ++stats_->seq_naks_repeated;
     }
     if (!send_nak) {
-      ++stats_.dropped;
+      ++stats_->dropped;
       return;
     }
     nak(epsn_, syndrome_nak(NakCode::kPsnSequenceError));
-    ++stats_.seq_naks;
+    ++stats_->seq_naks;
     return;
   }
   seq_nak_sent_ = false;
@@ -106,7 +109,7 @@ void RcResponder::execute(const Packet& p, const OpInfo& info) {
   if (info.flags & kWriteOp) return do_write(p, info);
   if (info.flags & kReadOp) return do_read(p);
   if (info.flags & kAtomicOp) return do_atomic(p);
-  ++stats_.dropped;
+  ++stats_->dropped;
 }
 
 void RcResponder::do_send(const Packet& p, const OpInfo& info) {
@@ -116,7 +119,7 @@ void RcResponder::do_send(const Packet& p, const OpInfo& info) {
       // 9.7.5.2.8: no receive WQE: RNR NAK; the requester retries the message.
       nak(p.bth.psn, syndrome_rnr_nak(cfg_.min_rnr_timer));
       rnr_pending_ = true;
-      ++stats_.rnr_naks;
+      ++stats_->rnr_naks;
       return;
     }
     recv_offset_ = 0;
@@ -177,7 +180,7 @@ void RcResponder::do_write(const Packet& p, const OpInfo& info) {
   if (ends && (info.flags & kHasImm) && !env_->claim_recv(&imm_recv)) {
     nak(p.bth.psn, syndrome_rnr_nak(cfg_.min_rnr_timer));
     rnr_pending_ = true;
-    ++stats_.rnr_naks;
+    ++stats_->rnr_naks;
     return;  // nothing written: the retry writes the same bytes
   }
   if (!p.payload.empty()) {
@@ -274,7 +277,7 @@ void RcResponder::duplicate(const Packet& p, const OpInfo& info) {
       }
       return;
     }
-    ++stats_.dropped;  // older than what we remember: the requester will time out
+    ++stats_->dropped;  // older than what we remember: the requester will time out
     return;
   }
   // SEND / WRITE already executed: acknowledge it at its own PSN. (Not at

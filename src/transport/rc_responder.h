@@ -12,6 +12,7 @@
 #include <deque>
 #include <span>
 
+#include "common/counted.h"
 #include "transport/packetizer.h"
 #include "transport/types.h"
 #include "wire/packet.h"
@@ -81,7 +82,8 @@ struct ResponderConfig {
 
 struct ResponderStats {
   uint64_t packets = 0, duplicates = 0, seq_naks = 0, rnr_naks = 0, dropped = 0, acks = 0;
-  uint64_t seq_naks_repeated = 0;  // of seq_naks: sent again for a gap still open
+  uint64_t seq_naks_repeated = 0;                           // of seq_naks: sent again for a gap still open
+  uint64_t inv_req_naks = 0, access_naks = 0, op_naks = 0;  // error NAKs sent, by kind
 };
 
 class RcResponder {
@@ -93,7 +95,9 @@ class RcResponder {
   uint32_t epsn() const { return epsn_; }
   uint32_t msn() const { return msn_; }
   bool failed() const { return failed_; }
-  const ResponderStats& stats() const { return stats_; }
+  const ResponderStats& stats() const { return stats_.get(); }
+  /// Counts from now on into `s` (core/counters.h).
+  void count_into(ResponderStats* s) { stats_.use(s); }
 
  private:
   /// The service of the requests it takes and the responses it sends.
@@ -141,7 +145,7 @@ class RcResponder {
   uint32_t write_len_ = 0;  // the WRITE in progress: its DMA length
   uint8_t* write_at_ = nullptr;
   std::deque<Replay> replay_;
-  ResponderStats stats_;
+  Counted<ResponderStats> stats_;
 };
 
 }  // namespace uroce::transport

@@ -9,7 +9,7 @@ namespace uroce::transport {
 using namespace uroce::wire;
 
 void UcResponder::abandon() {
-  if (prev_op_ != kNoPrev || write_left_) ++stats_.dropped_messages;
+  if (prev_op_ != kNoPrev || write_left_) ++stats_->dropped_messages;
   recv_offset_ = 0;
   write_left_ = 0;
   write_at_ = nullptr;
@@ -18,13 +18,13 @@ void UcResponder::abandon() {
 
 void UcResponder::on_request(const Packet& p) {
   if (failed_) {
-    ++stats_.dropped_packets;
+    ++stats_->dropped_packets;
     return;
   }
-  ++stats_.packets;
+  ++stats_->packets;
   const OpInfo* info = op_info(p.bth.opcode);
   if (!info || !(info->flags & kRequest) || (p.bth.opcode >> 5) != uint8_t(Service::kUc)) {
-    ++stats_.dropped_packets;
+    ++stats_->dropped_packets;
     return;
   }
   const uint8_t op = p.bth.opcode & 0x1f;
@@ -35,7 +35,7 @@ void UcResponder::on_request(const Packet& p) {
       // Out of sequence inside a message: the whole message is lost.
       if (!dropping_) abandon();
       dropping_ = true;
-      ++stats_.dropped_packets;
+      ++stats_->dropped_packets;
       return;
     }
     // A message starts: whatever was in progress is given up, and the
@@ -47,7 +47,7 @@ void UcResponder::on_request(const Packet& p) {
   epsn_ = psn_add(p.bth.psn, 1);
   if (info->flags & kSendOp) return do_send(p, *info);
   if (info->flags & kWriteOp) return do_write(p, *info);
-  ++stats_.dropped_packets;  // UC has no READ or atomics (Table 38): op_info refuses them already
+  ++stats_->dropped_packets;  // UC has no READ or atomics (Table 38): op_info refuses them already
 }
 
 void UcResponder::do_send(const Packet& p, const OpInfo& info) {
@@ -55,8 +55,8 @@ void UcResponder::do_send(const Packet& p, const OpInfo& info) {
   if (info.flags & (kFirst | kOnly)) {
     if (!have_recv_ && !env_->claim_recv(&recv_)) {
       // No receive WQE: UC has no RNR, the message is silently dropped.
-      ++stats_.no_recv;
-      ++stats_.dropped_messages;
+      ++stats_->no_recv;
+      ++stats_->dropped_messages;
       dropping_ = true;
       return;
     }
@@ -81,7 +81,7 @@ void UcResponder::do_send(const Packet& p, const OpInfo& info) {
     ri.solicited = p.bth.solicited;
     have_recv_ = false;
     prev_op_ = kNoPrev;
-    ++stats_.messages;
+    ++stats_->messages;
     env_->complete_recv(recv_, WcStatus::kSuccess, uint32_t(recv_offset_), ri);
     recv_offset_ = 0;
   }
@@ -95,7 +95,7 @@ void UcResponder::do_write(const Packet& p, const OpInfo& info) {
     if (p.dma_len) {
       write_at_ = env_->remote_memory(p.rkey, p.va, p.dma_len, access::kRemoteWrite);
       if (!write_at_) {  // a bad R_Key on UC: the message is dropped, nothing is answered
-        ++stats_.dropped_messages;
+        ++stats_->dropped_messages;
         write_left_ = 0;
         dropping_ = true;
         return;
@@ -116,11 +116,11 @@ void UcResponder::do_write(const Packet& p, const OpInfo& info) {
   prev_op_ = op;
   if (!ends) return;
   prev_op_ = kNoPrev;
-  ++stats_.messages;
+  ++stats_->messages;
   if (!(info.flags & kHasImm)) return;
   // WRITE with immediate consumes a receive WQE (a kept one first).
   if (!have_recv_ && !env_->claim_recv(&recv_)) {
-    ++stats_.no_recv;
+    ++stats_->no_recv;
     return;
   }
   have_recv_ = false;

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 
+#include "common/counted.h"
 #include "transport/rc_responder.h"
 
 namespace uroce::transport {
@@ -27,7 +28,9 @@ class UcResponder {
   void on_request(const wire::Packet& p);
   uint32_t epsn() const { return epsn_; }
   bool failed() const { return failed_; }
-  const UcStats& stats() const { return stats_; }
+  const UcStats& stats() const { return stats_.get(); }
+  /// Counts from now on into `s` (core/counters.h).
+  void count_into(UcStats* s) { stats_.use(s); }
 
  private:
   /// Gives up the message in progress (a kept receive WQE is reused).
@@ -47,7 +50,7 @@ class UcResponder {
   uint64_t write_left_ = 0;
   uint32_t write_len_ = 0;  // the WRITE in progress: its DMA length
   uint8_t* write_at_ = nullptr;
-  UcStats stats_;
+  Counted<UcStats> stats_;
 };
 
 }  // namespace uroce::transport

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "common/counted.h"
 #include "transport/rc_responder.h"
 #include "wire/grh.h"
 #include "wire/packet.h"
@@ -23,12 +24,14 @@ class UdResponder {
   void set_qkey(uint32_t q) { qkey_ = q; }
   /// One packet for this QP, with the GRH of the IP header it arrived with.
   void on_request(const wire::Packet& p, const uint8_t grh[wire::kGrhBytes]);
-  const UdStats& stats() const { return stats_; }
+  const UdStats& stats() const { return stats_.get(); }
+  /// Counts from now on into `s` (core/counters.h).
+  void count_into(UdStats* s) { stats_.use(s); }
 
  private:
   uint32_t qkey_;
   ResponderEnv* env_;
-  UdStats stats_;
+  Counted<UdStats> stats_;
 };
 
 }  // namespace uroce::transport

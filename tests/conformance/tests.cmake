@@ -22,13 +22,7 @@ uroce_gtest(conformance_verbs_test LABEL conformance TIMEOUT 60 VERBS SOURCES
 target_compile_definitions(conformance_verbs_test PRIVATE
   UROCE_FAULT_PEER_PATH="$<TARGET_FILE:fault_errors_peer>")
 add_dependencies(conformance_verbs_test fault_errors_peer)
-# Cross-process cases use tests/support's harness (defined here, the same way
-# as tests/integration/verbs_ops/tests.cmake does, which is included later).
-if(NOT TARGET uroce_verbs_harness)
-  add_library(uroce_verbs_harness STATIC ${PROJECT_SOURCE_DIR}/tests/support/verbs_harness.cc)
-  target_include_directories(uroce_verbs_harness PUBLIC ${IBVERBS_INCLUDE_DIR} ${PROJECT_SOURCE_DIR}/tests)
-  target_link_libraries(uroce_verbs_harness PUBLIC ibverbs)
-endif()
+# Cross-process cases use tests/support's harness (tests/CMakeLists.txt).
 target_link_libraries(conformance_verbs_test PRIVATE uroce_verbs_harness)
 
 # The same over the network link (UROCE_LINK=udp: RoCE v2 over UDP on

@@ -3,14 +3,7 @@
 # messages through one QP, and the memory cost per QP and per MR (its output
 # is what docs/memory.md quotes). Each binary gets its own uroced (uroce_gtest).
 #
-# They link the verbs harness (tests/support/verbs_harness.{h,cc}); this file
-# may be included before tests/integration/verbs_ops/tests.cmake, so the
-# library is defined here too, under the same guard.
-if(NOT TARGET uroce_verbs_harness)
-  add_library(uroce_verbs_harness STATIC ${PROJECT_SOURCE_DIR}/tests/support/verbs_harness.cc)
-  target_include_directories(uroce_verbs_harness PUBLIC ${IBVERBS_INCLUDE_DIR} ${PROJECT_SOURCE_DIR}/tests)
-  target_link_libraries(uroce_verbs_harness PUBLIC ibverbs)
-endif()
+# They link the verbs harness (tests/support/verbs_harness.{h,cc}).
 
 # name -> timeout (s). The bounds are generous: each test takes seconds.
 foreach(t many_qps:120 many_pairs:120 message_flood:180 memory_cost:60)

@@ -3,14 +3,8 @@
 # in about a second.
 #
 # tests/support/verbs_harness.{h,cc} (fork a peer, socketpair, bounded CQ
-# polling, shadowed buffers, the Agent) is built once as a static library;
-# other tiers may link uroce_verbs_harness too (define it the same way, under
-# the same guard, if their tests.cmake is included first).
-if(NOT TARGET uroce_verbs_harness)
-  add_library(uroce_verbs_harness STATIC ${PROJECT_SOURCE_DIR}/tests/support/verbs_harness.cc)
-  target_include_directories(uroce_verbs_harness PUBLIC ${IBVERBS_INCLUDE_DIR} ${PROJECT_SOURCE_DIR}/tests)
-  target_link_libraries(uroce_verbs_harness PUBLIC ibverbs)
-endif()
+# polling, shadowed buffers, the Agent) is the library uroce_verbs_harness
+# (tests/CMakeLists.txt).
 
 foreach(t harness rc_ops stopped_target uc_ud srq comp_channel post_send_ex atomic_stress shared_pages
           xrc_open_qp sqd mcast shared_flow qp_destroy)

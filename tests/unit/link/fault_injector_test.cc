@@ -107,3 +107,29 @@ TEST(FaultInjector, RatesHappenAndEveryOutputIsAnInputPacket) {
 
 }  // namespace
 }  // namespace uroce::link
+
+namespace uroce::link {
+namespace {
+
+TEST(FaultInjector, CorruptsOnlyBytesTheIcrcCovers) {
+  // Byte 4 of a RoCE packet is the BTH's resv8a (FECN, BECN), which the
+  // ICRC leaves out: changed there, a packet would rightly pass the check.
+  FaultConfig c;
+  c.corrupt = 1;
+  c.seed = 9;
+  FaultInjector f(c);
+  std::vector<uint8_t> pkt(12, 0);
+  uint64_t at[12] = {};
+  for (int i = 0; i < 12000; ++i)
+    f.process(pkt, [&](std::span<const uint8_t> o, uint64_t) {
+      for (size_t k = 0; k < o.size(); ++k)
+        if (o[k] != pkt[k]) ++at[k];
+    });
+  EXPECT_EQ(at[4], 0u);
+  for (size_t k = 0; k < 12; ++k)
+    if (k != 4) EXPECT_GT(at[k], 800u) << "byte " << k;  // ~1,091 each
+  EXPECT_EQ(f.stats().corrupted, 12000u);
+}
+
+}  // namespace
+}  // namespace uroce::link

@@ -1,0 +1,57 @@
+// What a QP's network link did, counted where uroced and `uroce stat` can
+// read it: a block in the owner's segment (QpShm::counters_off), written only
+// by the owner, with the same stores the link and the protocol machines made
+// into their own members before (common/counted.h), so counting costs the
+// fast path nothing more. A QP's block is added to its context's retired
+// block (SegHeader::counters_off) when the QP goes, and uroced adds a
+// context's blocks to its device's totals when the context goes, so a
+// device's counters cover every QP it ever had while uroced runs.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+#include "link/fault_injector.h"
+#include "link/id_trust.h"
+#include "link/udp_link.h"
+#include "transport/rc_requester.h"
+#include "transport/rc_responder.h"
+#include "transport/uc_responder.h"
+#include "transport/ud_responder.h"
+
+namespace uroce::core {
+
+struct NetCounters {
+  static constexpr uint64_t kMagic = 0x31544e4345434f52ull;  // "ROCECNT1"
+  uint64_t magic;
+  /// The QP's sockets: its sending ones count what they send, its
+  /// receiving ones what they receive (each field has one writer).
+  link::UdpEndpoint::Stats udp;
+  link::IdTrust::Stats id;
+  link::FaultInjector::Stats faults;  // what UROCE_FAULTS did to what it sent
+  transport::RequesterStats req;
+  transport::ResponderStats resp;
+  transport::UcStats uc;
+  transport::UdStats ud;
+};
+static_assert(std::is_standard_layout_v<NetCounters> && sizeof(NetCounters) % 8 == 0);
+
+/// A counter's name (as `uroce stat` prints it) and place.
+struct CounterField {
+  std::string_view name;
+  size_t offset;
+};
+/// Every counter of a NetCounters, in print order.
+std::span<const CounterField> net_counter_fields();
+
+inline uint64_t counter_at(const NetCounters& c, const CounterField& f) {
+  uint64_t v;
+  __builtin_memcpy(&v, reinterpret_cast<const char*>(&c) + f.offset, 8);
+  return v;
+}
+/// into += from, counter by counter.
+void add_counters(NetCounters* into, const NetCounters& from);
+
+}  // namespace uroce::core
