@@ -13,6 +13,7 @@
 
 #include "core/control_client.h"
 #include "core/report.h"
+#include "core/trace.h"
 #include "link/ip_addr.h"
 
 namespace uroce::tools {
@@ -79,11 +80,6 @@ const char* type_name(uint32_t t) {
       return "XRC_RECV";
   }
   return "?";
-}
-
-const char* state_name(uint32_t s) {
-  static const char* kNames[] = {"RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR"};
-  return s < sizeof(kNames) / sizeof(kNames[0]) ? kNames[s] : "?";
 }
 
 /// The counters as JSON members ("name": value, ...) or as text lines.
@@ -210,11 +206,11 @@ int res_qp_show(bool json) {
       printf(
           "%s{\"dev\":\"%s\",\"qpn\":%u,\"pid\":%d,\"type\":\"%s\",\"state\":\"%s\",\"dest_qpn\":%u,\"link\":"
           "\"%s\"}",
-          first ? "" : ",", dev.c_str(), q.qpn, q.pid, type_name(q.type), state_name(q.state), q.dest_qpn,
-          link);
+          first ? "" : ",", dev.c_str(), q.qpn, q.pid, type_name(q.type),
+          core::qp_state_name(core::QpState(q.state)), q.dest_qpn, link);
     else
       printf("%-12s %-9u %-8d %-9s %-6s %-9u %s\n", dev.c_str(), q.qpn, q.pid, type_name(q.type),
-             state_name(q.state), q.dest_qpn, link);
+             core::qp_state_name(core::QpState(q.state)), q.dest_qpn, link);
     first = false;
   }
   if (json) printf("]\n");

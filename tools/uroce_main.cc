@@ -28,8 +28,10 @@
 #include <string>
 #include <vector>
 
+#include "tools/command.h"
 #include "tools/devnodes.h"
 #include "tools/status.h"
+#include "tools/trace.h"
 
 namespace {
 
@@ -46,32 +48,6 @@ struct Part {
 
 bool earlier(const pcap_pkthdr* a, const pcap_pkthdr* b) {
   return a->ts.tv_sec != b->ts.tv_sec ? a->ts.tv_sec < b->ts.tv_sec : a->ts.tv_usec < b->ts.tv_usec;
-}
-
-/// Runs argv with UROCE_CAPTURE set; returns its exit status (128 + signal
-/// if it was killed), or -1 if it could not run.
-int run(const std::vector<std::string>& argv, const std::string& capture) {
-  // Ctrl-C reaches the command (same process group); this process stays to
-  // merge what was captured until then.
-  signal(SIGINT, SIG_IGN);
-  signal(SIGQUIT, SIG_IGN);
-  const pid_t pid = fork();
-  if (pid < 0) return -1;
-  if (pid == 0) {
-    signal(SIGINT, SIG_DFL);
-    signal(SIGQUIT, SIG_DFL);
-    setenv("UROCE_CAPTURE", capture.c_str(), 1);
-    std::vector<char*> args;
-    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    execvp(args[0], args.data());
-    fprintf(stderr, "uroce capture: cannot run %s: %s\n", args[0], strerror(errno));
-    _exit(127);
-  }
-  int st = 0;
-  while (waitpid(pid, &st, 0) < 0)
-    if (errno != EINTR) return -1;
-  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
 /// Merges every part-*.pcap in `dir` into `out` by time; removes the parts.
@@ -128,14 +104,9 @@ long merge(const std::string& dir, const std::string& out, bool sent_only, int* 
 }
 
 int capture(const std::string& out, bool sent_only, const std::vector<std::string>& command) {
-  const char* tmp = getenv("TMPDIR");
-  std::string dir = std::string(tmp && *tmp ? tmp : "/tmp") + "/uroce-capture-XXXXXX";
-  if (!mkdtemp(dir.data())) {
-    fprintf(stderr, "uroce capture: cannot create a directory in %s: %s\n", tmp ? tmp : "/tmp",
-            strerror(errno));
-    return 1;
-  }
-  const int status = run(command, dir + "/part-%p.pcap");
+  const std::string dir = uroce::tools::make_temp_dir("uroce-capture-");
+  if (dir.empty()) return 1;
+  const int status = uroce::tools::run_with(command, "UROCE_CAPTURE", dir + "/part-%p.pcap");
   int parts = 0;
   const long frames = merge(dir, out, sent_only, &parts);
   rmdir(dir.c_str());
@@ -186,7 +157,16 @@ int main(int argc, char** argv) {
       res->add_subcommand("qp", "The QPs on this host: device, owner, type, state, peer, link");
   bool res_json = false;
   res_qp->add_flag("-j,--json", res_json, "JSON output");
+  CLI::App* tr = app.add_subcommand(
+      "trace",
+      "Run a command with uroce's trace on and print, per QP, the timeline of its work requests, packets, "
+      "completions and state changes");
+  std::string trace_out;
+  std::vector<std::string> trace_command;
+  tr->add_option("-o,--output", trace_out, "file to write (default: standard error)");
+  tr->add_option("command", trace_command, "the command to run (after --)")->required();
   CLI11_PARSE(app, argc, argv);
+  if (tr->parsed()) return uroce::tools::trace(trace_out, trace_command);
   if (cap->parsed()) return capture(out, sent_only, command);
   if (dn->parsed()) return uroce::tools::devnodes(dno);
   if (ln->parsed()) return uroce::tools::link_show(link_json);

@@ -86,4 +86,9 @@
  * network link sends and every one it receives with a good ICRC. */
 #define UROCE_ENV_CAPTURE "UROCE_CAPTURE"
 
+/* A text file ("%p": the process id) that gets one line per event of each
+ * QP: work requests posted, packets sent and received, completions, state
+ * changes (uroce trace merges them). */
+#define UROCE_ENV_TRACE "UROCE_TRACE"
+
 #endif /* UROCE_UROCE_H_ */

@@ -8,6 +8,7 @@
 #include "core/notify.h"
 #include "core/qp_state.h"
 #include "core/target.h"
+#include "core/trace.h"
 #include "core/ud_forward.h"
 #include "link/shm_link.h"
 #include "wire/grh.h"
@@ -157,7 +158,10 @@ class NetQp::Env final : public transport::ResponderEnv, public transport::Reque
     return orig;
   }
 
-  void send(wire::Packet& p) override { q_->send(p); }
+  void send(wire::Packet& p) override {
+    if (tracing()) trace_packet(q_->cfg_.qpn, true, p);
+    q_->send(p);
+  }
   void qp_error(AsyncEvent ev) override { q_->to_error(true, ev); }
   void complete(const transport::SqWqe& w, WcStatus st, uint32_t byte_len) override {
     q_->done_(w, st, byte_len);
@@ -390,6 +394,7 @@ bool NetQp::send_ud(const link::IpAddr& dst, const link::IpAddr& src, uint32_t d
 }
 
 void NetQp::on_packet(const wire::Packet& p, const link::UdpAddr& from, const link::UdpAddr& to) {
+  if (tracing()) trace_packet(cfg_.qpn, false, p);
   Call call(this);
   if (flushed_) return;
   const QpState st = QpState(self_.qp->state.load(std::memory_order_acquire));

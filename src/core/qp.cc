@@ -14,6 +14,7 @@
 #include "core/peer_map.h"
 #include "core/qp_state.h"
 #include "core/service.h"
+#include "core/trace.h"
 
 namespace uroce::core {
 namespace {
@@ -240,6 +241,8 @@ Status Qp::modify(const QpModifyArgs& a, uint32_t mask) {
     if (Status s = net_open(); !s.is_ok()) return s;
   }
   attr_.state = next;
+  if (tracing())
+    trace(qpn_, "state %s -> %s%s", qp_state_name(cur), qp_state_name(next), net_ ? " (network link)" : "");
   if (next == cur) return Status::ok();
   if (next == QpState::kReset) {
     net_close();
@@ -302,6 +305,11 @@ QpModifyArgs Qp::query() const {
 }
 
 Status Qp::post_recv(uint64_t wr_id, const Sge* sge, uint32_t num_sge) {
+  if (tracing()) {
+    uint64_t len = 0;
+    for (uint32_t i = 0; i < num_sge; ++i) len += sge[i].length;
+    trace(qpn_, "post_recv wr_id=%llu len=%llu", (unsigned long long)wr_id, (unsigned long long)len);
+  }
   if (srq_ || !rq_) return Status(EINVAL);
   if (num_sge > cap_.max_recv_sge) return Status(EINVAL);
   QpState s = state();
@@ -334,6 +342,7 @@ void Qp::flush_rq() {
     c.status = uint32_t(WcStatus::kWrFlushErr);
     c.opcode = uint32_t(WcOpcode::kRecv);
     c.qp_num = qpn_;
+    if (tracing()) trace(qpn_, "recv completion wr_id=%llu WR_FLUSH_ERR", (unsigned long long)r.wr_id);
     recv_cq_->push_local(c, true);
   }
 }
@@ -341,6 +350,7 @@ void Qp::flush_rq() {
 void Qp::enter_error_st() {
   shm_->state.store(uint32_t(QpState::kErr), std::memory_order_release);
   attr_.state = QpState::kErr;
+  if (tracing()) trace(qpn_, "state -> ERR (error completion)");
   flush_sq_st();
   flush_rq();
 }

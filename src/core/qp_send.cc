@@ -10,6 +10,7 @@
 #include "core/qp_state.h"
 #include "core/service.h"
 #include "core/target.h"
+#include "core/trace.h"
 #include "core/wr.h"
 #include "transport/timers.h"
 #include "wire/grh.h"
@@ -81,6 +82,13 @@ const PeerQp* Qp::peer_for(uint32_t qpn, PeerQp* tmp) {
 }
 
 Status Qp::post_send(const SendWqe& w) {
+  if (tracing()) {
+    uint64_t len = 0;
+    for (uint32_t i = 0; i < w.num_sge; ++i) len += w.sge[i].length;
+    trace(qpn_, "post_send wr_id=%llu %s len=%llu%s%s", (unsigned long long)w.wr_id, wr_opcode_name(w.opcode),
+          (unsigned long long)len, w.flags & send_flags::kSignaled ? " signaled" : "",
+          w.flags & send_flags::kInline ? " inline" : "");
+  }
   std::lock_guard<std::mutex> g(sq_mu_);
   if (!send_cq_) return Status(EINVAL);  // XRC target QPs have no send queue
   QpState st = state();
@@ -237,6 +245,9 @@ void Qp::complete_send(const SendWqe& w, WcStatus st, uint32_t byte_len) {
 
 void Qp::send_cqe(uint64_t wr_id, WcOpcode op, WcStatus st, uint32_t byte_len, bool signaled,
                   uint32_t* unsignaled) {
+  if (tracing())
+    trace(qpn_, "send completion wr_id=%llu %s %s len=%u%s", (unsigned long long)wr_id, wc_opcode_name(op),
+          wc_status_name(st), byte_len, signaled || st != WcStatus::kSuccess ? "" : " (unsignaled: no CQE)");
   if (st != WcStatus::kSuccess && st != WcStatus::kWrFlushErr) {
     // An error completion means the QP is in ERR (IBA 10.8.3): whoever polls
     // it and then queries the QP must find ERR, so the state goes first.
