@@ -319,7 +319,7 @@ void ControlClient::free_qpn(uint32_t qpn) {
 }
 
 void ControlClient::linger(int rx_fd, uint32_t qpn, uint32_t dest_qpn, uint32_t epsn, uint32_t msn,
-                           uint16_t sport) {
+                           uint16_t sport, bool xrc) {
   std::lock_guard<std::mutex> g(mu_);
   Request req{};
   req.type = uint32_t(MsgType::kLinger);
@@ -328,6 +328,7 @@ void ControlClient::linger(int rx_fd, uint32_t qpn, uint32_t dest_qpn, uint32_t 
   req.arg[1] = epsn;
   req.arg[2] = msn;
   req.arg[3] = sport;
+  req.slot = xrc ? 1 : 0;
   Reply rep;
   (void)transact(fd_, req, &rep, rx_fd, nullptr);
 }

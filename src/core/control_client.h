@@ -44,7 +44,8 @@ class ControlClient {
   /// Hands a destroyed network RC QP's receive socket to uroced, which
   /// answers the peer's duplicates of executed requests for a while (its
   /// last ACK may have been lost while this process goes away).
-  void linger(int rx_fd, uint32_t qpn, uint32_t dest_qpn, uint32_t epsn, uint32_t msn, uint16_t sport);
+  void linger(int rx_fd, uint32_t qpn, uint32_t dest_qpn, uint32_t epsn, uint32_t msn, uint16_t sport,
+              bool xrc);
   Result<uint32_t> alloc_key(uint32_t ctx_id, uint32_t slot);
   struct Resolved {
     int32_t pid;

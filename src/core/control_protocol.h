@@ -32,7 +32,8 @@ enum class MsgType : uint32_t {
   kPing = 9,
   kOpenXrcd = 10,  // qpn=st_dev, off=st_ino of the XRCD file (0,0: a new private one) -> key=xrcd id
   // fd: a destroyed network RC QP's receive socket; qpn, arg = {dest QPN,
-  // expected PSN, MSN, its source port}: uroced re-acknowledges the peer's retransmissions
+  // expected PSN, MSN, its source port}, slot = 1 for an XRC target QP:
+  // uroced re-acknowledges the peer's retransmissions
   // of what was executed for a while (see daemon/linger.h)
   kLinger = 11,
   // -> a read-only fd of uroced's table of IPv4 identifications seen on the

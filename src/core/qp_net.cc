@@ -262,7 +262,8 @@ void Qp::net_close() {
   // answers for a while (daemon/linger.h). The socket is passed (SCM_RIGHTS)
   // before ours closes, so no datagram of the flow finds no socket.
   const NetQp::Last l = net_->release_for_linger();
-  if (l.any && !ctx_->fatal()) ctx_->ctl()->linger(l.rx_fd, qpn_, l.dest_qpn, l.epsn, l.msn, l.sport);
+  if (l.any && !ctx_->fatal())
+    ctx_->ctl()->linger(l.rx_fd, qpn_, l.dest_qpn, l.epsn, l.msn, l.sport, type_ == QpType::kXrcRecv);
   net_drop();
 }
 

@@ -56,7 +56,14 @@ void Requests::linger(const Request& req, int passed) {
     ::close(passed);  // best effort: the peer's retransmissions then go unanswered
     return;
   }
-  lingers_.add(passed, req.qpn, req.arg[0], req.arg[1], req.arg[2], uint16_t(req.arg[3]), now_ns());
+  LingerArgs a;
+  a.qpn = req.qpn;
+  a.dest_qpn = req.arg[0];
+  a.epsn = req.arg[1];
+  a.msn = req.arg[2];
+  a.sport = uint16_t(req.arg[3]);
+  a.xrc = req.slot == 1;
+  lingers_.add(passed, a, now_ns());
   if (lingers_.owns(passed) && hooks_.watch) hooks_.watch(passed);
 }
 

@@ -57,6 +57,10 @@ void RcResponder::on_request(const Packet& p) {
     return;
   }
   const int32_t d = psn_diff(p.bth.psn, epsn_);
+  if (cfg_.lingering && (d >= 0 || (info->flags & (kReadOp | kAtomicOp)))) {
+    ++stats_->dropped;
+    return;
+  }
   if (d < 0) {
     ++stats_->duplicates;
     duplicate(p, *info);

@@ -78,6 +78,12 @@ struct ResponderConfig {
   /// An XRC target QP (IBA 9.8): XRC requests in, XRC responses out; which
   /// SRQ a SEND lands in is the environment's business (the XRCETH).
   bool xrc = false;
+  uint32_t msn = 0;  // the MSN to start from (a QP that lives on: see lingering)
+  /// The QP is gone and this answers for it a while (uroced, daemon/linger.h):
+  /// duplicates of SENDs and WRITEs, which were executed, are acknowledged
+  /// as before; everything else is dropped quietly (no memory, no receive
+  /// queue is left to act on).
+  bool lingering = false;
 };
 
 struct ResponderStats {
@@ -88,7 +94,8 @@ struct ResponderStats {
 
 class RcResponder {
  public:
-  RcResponder(const ResponderConfig& cfg, ResponderEnv* env) : cfg_(cfg), env_(env), epsn_(cfg.epsn) {}
+  RcResponder(const ResponderConfig& cfg, ResponderEnv* env)
+      : cfg_(cfg), env_(env), epsn_(cfg.epsn), msn_(cfg.msn) {}
   /// One decoded request packet addressed to this QP.
   void on_request(const wire::Packet& p);
 

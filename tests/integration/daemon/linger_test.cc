@@ -27,6 +27,7 @@ constexpr uint16_t kPeerSport = 50300, kOurSport = 50301;
 constexpr uint32_t kQpn = 0x1234, kPeerQpn = 0x5678, kEpsn = 100, kMsn = 7;
 
 struct LingerTest : ::testing::Test {
+  bool xrc = false;  // an XRC target QP lingers (XrcLingerTest)
   Lingers lingers;
   int rx_fd = -1;
   std::unique_ptr<link::UdpEndpoint> peer_tx, peer_rx;  // the peer's flow: sends from its port, ACKs to 4791
@@ -41,7 +42,14 @@ struct LingerTest : ::testing::Test {
     ASSERT_EQ(bind(rx_fd, a.get(), a.len), 0) << strerror(errno);
     link::SockAddr p = link::sockaddr_of(UdpAddr{addr(2), kPeerSport});
     ASSERT_EQ(connect(rx_fd, p.get(), p.len), 0);
-    lingers.add(rx_fd, kQpn, kPeerQpn, kEpsn, kMsn, kOurSport, 0);
+    LingerArgs args;
+    args.qpn = kQpn;
+    args.dest_qpn = kPeerQpn;
+    args.epsn = kEpsn;
+    args.msn = kMsn;
+    args.sport = kOurSport;
+    args.xrc = xrc;
+    lingers.add(rx_fd, args, 0);
     ASSERT_TRUE(lingers.owns(rx_fd));
     link::UdpEndpoint::Options o;
     o.bind = UdpAddr{addr(2), kPeerSport};
@@ -63,6 +71,7 @@ struct LingerTest : ::testing::Test {
     p.bth.opcode = opcode(service, op);
     p.bth.dest_qp = kQpn;
     p.bth.psn = psn;
+    p.bth.ack_req = true;  // as a requester marks each message's last packet
     p.xrc_srqn = 0x42;
     p.va = 0x1000;
     p.rkey = 9;
@@ -93,7 +102,11 @@ TEST_F(LingerTest, AnRcDuplicateGetsAnAck) {
   EXPECT_EQ(got[0].msn, kMsn);
 }
 
-TEST_F(LingerTest, AnXrcDuplicateGetsAnXrcAck) {
+struct XrcLingerTest : LingerTest {
+  XrcLingerTest() { xrc = true; }
+};
+
+TEST_F(XrcLingerTest, AnXrcDuplicateGetsAnXrcAck) {
   // Expect: the same for an XRC target QP: an XRC ACK.
   auto got = exchange(Service::kXrc, kWriteOnly, kEpsn - 5);
   ASSERT_EQ(got.size(), 1u);
@@ -109,6 +122,7 @@ TEST_F(LingerTest, WhatWasNeverExecutedOrNeedsMemoryGetsNothing) {
   EXPECT_TRUE(exchange(Service::kXrc, kSendOnly, kEpsn + 3).empty());
   EXPECT_TRUE(exchange(Service::kRc, kReadRequest, kEpsn - 1).empty());
   EXPECT_TRUE(exchange(Service::kUc, kSendOnly, kEpsn - 1).empty());
+  EXPECT_TRUE(exchange(Service::kRc, kCompareSwap, kEpsn - 1).empty());
 }
 
 }  // namespace
