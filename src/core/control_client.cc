@@ -198,24 +198,33 @@ Status ControlClient::hello() {
   return Status::ok();
 }
 
+/// Maps read-only the table uroced passes for `req` (`bytes` long, starting
+/// with `magic`), or returns null: the caller then goes without it.
+const void* ControlClient::map_table(const Request& req, size_t bytes, uint64_t magic, bool populate) {
+  Reply rep;
+  int fd = -1;
+  if (!transact(fd_, req, &rep, -1, &fd) || fd < 0) {
+    if (fd >= 0) close(fd);
+    return nullptr;
+  }
+  void* p = mmap(nullptr, bytes, PROT_READ, MAP_SHARED | (populate ? MAP_POPULATE : 0), fd, 0);
+  close(fd);
+  if (p == MAP_FAILED) return nullptr;
+  if (*static_cast<const uint64_t*>(p) != magic) {
+    munmap(p, bytes);
+    return nullptr;
+  }
+  return p;
+}
+
 void ControlClient::map_qp_directory() {
-  // Once per process, as the id-watch table.
+  // Once per process, as the id-watch table. Without it every resolution
+  // asks uroced. Faulted in now, not on the first resolution (core/qp_directory.h).
   if (qp_directory()) return;
   Request req{};
   req.type = uint32_t(MsgType::kQpDirectory);
-  Reply rep;
-  int fd = -1;
-  if (!transact(fd_, req, &rep, -1, &fd) || fd < 0) return;  // every resolution then asks uroced
-  // Faulted in now, not on the first resolution (core/qp_directory.h).
-  void* p = mmap(nullptr, sizeof(QpDirectory), PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
-  close(fd);
-  if (p == MAP_FAILED) return;
-  const auto* t = static_cast<const QpDirectory*>(p);
-  if (t->magic != QpDirectory::kMagic) {
-    munmap(p, sizeof(QpDirectory));
-    return;
-  }
-  set_qp_directory(t);
+  if (const void* t = map_table(req, sizeof(QpDirectory), QpDirectory::kMagic, true))
+    set_qp_directory(static_cast<const QpDirectory*>(t));
 }
 
 Result<int> ControlClient::report() {
@@ -233,23 +242,14 @@ Result<int> ControlClient::report() {
 }
 
 void ControlClient::map_id_watch() {
-  // Once per process (a forked child keeps its parent's mapping: same uroced).
+  // Once per process (a forked child keeps its parent's mapping: same
+  // uroced). Without it receivers go without uroced's record.
   if (link::id_watch()) return;
   Request req{};
   req.type = uint32_t(MsgType::kIdWatch);
   req.pid = getpid();
-  Reply rep;
-  int fd = -1;
-  if (!transact(fd_, req, &rep, -1, &fd) || fd < 0) return;  // receivers then go without it
-  void* p = mmap(nullptr, sizeof(link::IdWatchTable), PROT_READ, MAP_SHARED, fd, 0);
-  close(fd);
-  if (p == MAP_FAILED) return;
-  const auto* t = static_cast<const link::IdWatchTable*>(p);
-  if (t->magic != link::IdWatchTable::kMagic) {
-    munmap(p, sizeof(link::IdWatchTable));
-    return;
-  }
-  link::set_id_watch(t);
+  if (const void* t = map_table(req, sizeof(link::IdWatchTable), link::IdWatchTable::kMagic, false))
+    link::set_id_watch(static_cast<const link::IdWatchTable*>(t));
 }
 
 Result<uint32_t> ControlClient::register_ctx(int memfd, QpnBatch* batch) {

@@ -10,6 +10,10 @@
 #include "core/device_info.h"
 #include "core/shm_layout.h"
 
+namespace uroce::control {
+struct Request;
+}
+
 namespace uroce::core {
 
 class ControlClient {
@@ -72,6 +76,7 @@ class ControlClient {
   /// Maps uroced's table of the IPv4 identifications it saw (link/id_watch.h).
   void map_id_watch();
   void map_qp_directory();
+  const void* map_table(const control::Request& req, size_t bytes, uint64_t magic, bool populate);
 
   std::mutex mu_;
   int fd_ = -1;
