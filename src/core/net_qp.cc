@@ -256,36 +256,14 @@ Result<std::unique_ptr<NetQp>> NetQp::open(const Config& c, const PeerQp& self, 
 }
 
 NetQp::~NetQp() {
-  // What the QP's link did, for diagnosis (UROCE_LOG=info).
-  const link::UdpEndpoint::Stats& t = tx_->stats();
-  const link::UdpEndpoint::Stats& r = rx_->stats();
-  const link::IdTrust::Stats& i = rx_->id_stats();
-  UROCE_INFO(
-      "QP %u on UDP: sent %llu (%llu send errors), received %llu (%llu bad ICRC, %llu malformed; IPv4 "
-      "identification: %llu waited for evidence, %llu vouched for by uroced, %llu by a successor, %llu "
-      "dropped unproven)",
-      cfg_.qpn, (unsigned long long)t.sent, (unsigned long long)t.send_errors, (unsigned long long)r.received,
-      (unsigned long long)r.bad_icrc, (unsigned long long)r.malformed, (unsigned long long)i.parked,
-      (unsigned long long)i.vouched, (unsigned long long)i.succeeded, (unsigned long long)i.unproven);
-  if (req_) {
-    const transport::RequesterStats& q = req_->stats();
-    UROCE_INFO(
-        "QP %u requester: %llu packets, %llu retransmits, %llu timeouts, %llu RNR NAKs, %llu seq NAKs (%llu "
-        "repeats ignored, %llu of them acted on later), %llu early probes",
-        cfg_.qpn, (unsigned long long)q.packets, (unsigned long long)q.retransmits,
-        (unsigned long long)q.timeouts, (unsigned long long)q.rnr_naks, (unsigned long long)q.seq_naks,
-        (unsigned long long)q.seq_naks_ignored, (unsigned long long)q.seq_naks_rechecked,
-        (unsigned long long)q.probes);
-  }
-  if (rc_resp_) {
-    const transport::ResponderStats& p = rc_resp_->stats();
-    UROCE_INFO(
-        "QP %u responder: %llu packets, %llu duplicates, %llu seq NAKs (%llu repeated), %llu RNR NAKs, %llu "
-        "dropped",
-        cfg_.qpn, (unsigned long long)p.packets, (unsigned long long)p.duplicates,
-        (unsigned long long)p.seq_naks, (unsigned long long)p.seq_naks_repeated,
-        (unsigned long long)p.rnr_naks, (unsigned long long)p.dropped);
-  }
+  // What the QP's link did, for diagnosis (UROCE_LOG=info; `uroce stat`
+  // shows the same while the QP lives).
+  if (!cfg_.counters || log_level() < LogLevel::kInfo) return;
+  std::string line;
+  for (const CounterField& f : net_counter_fields())
+    if (const uint64_t v = counter_at(*cfg_.counters, f))
+      line += " " + std::string(f.name) + "=" + std::to_string(v);
+  UROCE_INFO("QP %u on UDP:%s", cfg_.qpn, line.c_str());
 }
 
 Status NetQp::join(uint32_t group) {

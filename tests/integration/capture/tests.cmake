@@ -3,9 +3,6 @@
 # ../shared/wire/roce_check.py and tshark (that step skipped without
 # ../shared). Labels: integration + debian.
 # TCP ports UROCE_TEST_PORT_BASE + 90 and 91 (the pairs' address exchange).
-if(NOT DEFINED UROCE_TEST_PORT_BASE)
-  set(UROCE_TEST_PORT_BASE 19500)
-endif()
 math(EXPR uroce_capture_port "${UROCE_TEST_PORT_BASE} + 90")
 uroce_script_test(capture_cli LABEL integration TIMEOUT 120
                   COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/capture_cli.sh $<TARGET_FILE:uroce> ${uroce_capture_port})

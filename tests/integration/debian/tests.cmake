@@ -4,9 +4,8 @@
 # build excludes `debian`: those binaries are not instrumented).
 #
 # Every pingpong pair needs a TCP port of its own for its address exchange,
-# as tests run in parallel: UROCE_TEST_PORT_BASE + a per-test offset.
-set(UROCE_TEST_PORT_BASE 19500 CACHE STRING
-    "First TCP port used by the integration tests that run rdma-core's pingpong examples")
+# as tests run in parallel: UROCE_TEST_PORT_BASE (tests/CMakeLists.txt) + a
+# per-test offset.
 
 set(UROCE_DEBIAN_DIR ${CMAKE_CURRENT_LIST_DIR})
 set(UROCE_DEBIAN_DEV -d uroce_lo -g 1)

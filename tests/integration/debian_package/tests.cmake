@@ -2,9 +2,6 @@
 # removed with dpkg in a private mount namespace (root; skipped otherwise).
 # Labelled `debian`: it runs Debian's binaries on the package's library,
 # which the sanitizer tree's instrumented build cannot be loaded into.
-if(NOT DEFINED UROCE_TEST_PORT_BASE)
-  set(UROCE_TEST_PORT_BASE 19500)
-endif()
 math(EXPR UROCE_DEB_TEST_PORT "${UROCE_TEST_PORT_BASE} + 500")
 add_test(NAME deb_package
          COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/deb_package_test.sh ${CMAKE_CPACK_COMMAND} ${CMAKE_BINARY_DIR}

@@ -8,9 +8,6 @@ set_property(TEST tools_stat_test APPEND PROPERTY ENVIRONMENT UROCE_LINK=udp "UR
 set_tests_properties(tools_stat_test PROPERTIES RESOURCE_LOCK uroce_udp_loopback)
 # uroce trace around an ibv_rc_pingpong pair over the UDP link (Debian's
 # binaries: label debian too).
-if(NOT DEFINED UROCE_TEST_PORT_BASE)
-  set(UROCE_TEST_PORT_BASE 19500)
-endif()
 math(EXPR UROCE_TRACE_TEST_PORT "${UROCE_TEST_PORT_BASE} + 501")
 uroce_script_test(tools_trace LABEL integration TIMEOUT 120
                   COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/trace_test.sh $<TARGET_FILE:uroce> ${UROCE_TRACE_TEST_PORT})

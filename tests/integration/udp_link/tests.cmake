@@ -1,8 +1,5 @@
 # The UDP endpoint of the network link on loopback (label: integration).
-# Ports: UROCE_TEST_PORT_BASE (tests/integration/debian) + 300..318.
-if(NOT DEFINED UROCE_TEST_PORT_BASE)
-  set(UROCE_TEST_PORT_BASE 19500)
-endif()
+# Ports: UROCE_TEST_PORT_BASE (tests/CMakeLists.txt) + 300..318.
 math(EXPR UROCE_UDP_TEST_PORT "${UROCE_TEST_PORT_BASE} + 300")
 uroce_gtest(udp_link_test LABEL integration TIMEOUT 60 SOURCES ${CMAKE_CURRENT_LIST_DIR}/udp_link_test.cc)
 set_property(TEST udp_link_test APPEND PROPERTY ENVIRONMENT
