@@ -302,7 +302,8 @@ int Registry::report(int32_t uroced_pid) const {
   std::vector<core::ReportQp> qps;
   std::map<std::string, core::ReportDev> devs;
   for (const auto& [name, k] : retired_) devs[name].counters = k;
-  for (const auto& [id, c] : ctxs_) {
+  for (const auto& entry : ctxs_) {
+    const CtxRecord& c = entry.second;  // named: clang 14 lets no lambda capture a structured binding
     const std::string dev = seg_dev_name(c.seg);
     core::ReportDev& d = devs[dev];
     visit_ctx(
