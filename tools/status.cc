@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "core/control_client.h"
+#include "core/names.h"
 #include "core/report.h"
-#include "core/trace.h"
 #include "link/ip_addr.h"
 
 namespace uroce::tools {
@@ -63,24 +63,6 @@ bool fetch_report(Report* r) {
 }
 
 std::string name_of(const char* field, size_t n) { return std::string(field, strnlen(field, n)); }
-
-const char* type_name(uint32_t t) {
-  switch (core::QpType(t)) {
-    case core::QpType::kRc:
-      return "RC";
-    case core::QpType::kUc:
-      return "UC";
-    case core::QpType::kUd:
-      return "UD";
-    case core::QpType::kRawPacket:
-      return "RAW_PACKET";
-    case core::QpType::kXrcSend:
-      return "XRC_SEND";
-    case core::QpType::kXrcRecv:
-      return "XRC_RECV";
-  }
-  return "?";
-}
 
 /// The counters as JSON members ("name": value, ...) or as text lines.
 void print_counters(const core::NetCounters& c, bool json, const char* indent) {
@@ -206,11 +188,12 @@ int res_qp_show(bool json) {
       printf(
           "%s{\"dev\":\"%s\",\"qpn\":%u,\"pid\":%d,\"type\":\"%s\",\"state\":\"%s\",\"dest_qpn\":%u,\"link\":"
           "\"%s\"}",
-          first ? "" : ",", dev.c_str(), q.qpn, q.pid, type_name(q.type),
+          first ? "" : ",", dev.c_str(), q.qpn, q.pid, core::qp_type_name(core::QpType(q.type)),
           core::qp_state_name(core::QpState(q.state)), q.dest_qpn, link);
     else
-      printf("%-12s %-9u %-8d %-9s %-6s %-9u %s\n", dev.c_str(), q.qpn, q.pid, type_name(q.type),
-             core::qp_state_name(core::QpState(q.state)), q.dest_qpn, link);
+      printf("%-12s %-9u %-8d %-9s %-6s %-9u %s\n", dev.c_str(), q.qpn, q.pid,
+             core::qp_type_name(core::QpType(q.type)), core::qp_state_name(core::QpState(q.state)),
+             q.dest_qpn, link);
     first = false;
   }
   if (json) printf("]\n");

@@ -30,7 +30,7 @@ namespace {
 
 constexpr uint64_t kIdleWakeNs = 100'000'000;  // re-check deadlines at least this often
 constexpr int kMaxEvents = 64;
-// A ready index with this bit names a QP's extra socket (EState::extras).
+// A ready index with this bit names a QP's extra socket (NetEngine::extras_).
 constexpr int kExtraTag = 1 << 30;
 // The ready index of the process's inbox (net_forward.h).
 constexpr int kInboxTag = 1 << 29;
@@ -80,123 +80,67 @@ constexpr uint64_t kAppPollGraceNs = 200'000;
 // tens of microseconds of its arrival).
 constexpr uint64_t kParkedRecheckNs = 100'000;
 
-struct EState {
-  // Held while calling into NetQps; add/remove take it. Lock order: core/qp.h
-  // (Qp::sq_mu_ -> run_mu -> NetQp::mu_).
-  std::mutex run_mu;
-  std::vector<NetQp*> slots;
-  // QPs' receiving sockets beside their own: a multicast group's
-  // (NetQp::join) or another address's (NetQp::add_address); in epoll as
-  // kExtraTag | index.
-  struct Extra {
-    NetQp* q;
-    link::UdpEndpoint* ep;
-    bool multicast;
-  };
-  std::vector<Extra> extras;
-  // Packets other processes of the host got for our QPs (net_forward.h);
-  // in epoll as kInboxTag. `inbox_used`: one has come, so more will (its
-  // flow's datagrams all go to that other process): poll_now reads it
-  // every time from then on.
-  std::unique_ptr<NetInbox> inbox;
-  bool inbox_used = false;
-  NetForwarder forwarder;     // to the inboxes of other processes
-  unsigned direct_polls = 0;  // poll_now's direct reads (under run_mu)
-  // Sockets (ready codes, as in round()) whose endpoints hold parked packets:
-  // read again by every round even when not readable.
-  std::vector<int> parked;
-  std::unordered_map<uint32_t, NetQp*> by_qpn;
-  int ep = -1, wake = -1;
-  int ep_timers = -1;  // epoll with the wake-up only: the thread's sleep while the application polls
-  std::atomic<uint64_t> app_poll_ns{0};  // the application's last poll or post
-  std::atomic<uint64_t> app_read_ns{0};  // its last poll that read the sockets
-  // Every packet that arrived before this time has been handled (an
-  // application's poll read every socket empty).
-  std::atomic<uint64_t> drained_ns{0};
-  bool started = false;
-  ForkGate fork_gate;
-  std::atomic<uint64_t> planned_wake{0};
-  std::atomic<int> n_active{0};
-  std::once_flag settings_once;
-  NetLinkSettings settings;
-  // Packets for QPs not in this process, by what became of them: UD
-  // (UdForward), the others (NetForward); and packets from the inbox for no
-  // QP of this process (never passed on again).
-  std::atomic<uint64_t> forwarded[5] = {};
-  std::atomic<uint64_t> passed[kNetForwardKinds] = {};
-  std::atomic<uint64_t> inbox_lost{0};
-};
-
 std::string expand_pid(std::string path) {
   for (size_t at; (at = path.find("%p")) != std::string::npos;) path.replace(at, 2, std::to_string(getpid()));
   return path;
 }
 
-EState& es() {
-  static EState* s = [] {
-    auto* n = new EState();  // lives for the process
-    // The engine thread does not survive fork(), and the child must not
-    // read the parent's sockets (it has copies of their descriptors): the
-    // child starts empty, with its own epoll and thread on first use.
-    // The thread works only under run_mu, which fork() takes (common/fork_gate.h).
-    pthread_atfork([] { es().fork_gate.prepare(es().run_mu); }, [] { es().run_mu.unlock(); },
-                   [] {
-                     EState& c = es();
-                     c.fork_gate.child();
-                     new (&c.run_mu) std::mutex();
-                     c.slots.clear();
-                     c.extras.clear();
-                     c.parked.clear();
-                     // The parent's inbox (bound to its pid) is the parent's:
-                     // only this copy of its descriptor goes.
-                     c.inbox.reset();
-                     c.inbox_used = false;
-                     c.forwarder.reset();
-                     c.by_qpn.clear();
-                     // The parent's capture file is the parent's: its writer is
-                     // left alone (not destroyed: it must not write or close
-                     // anything the parent owns), and the child writes its own
-                     // file when the path names one per process (%p).
-                     if (c.settings.capture) {
-                       (void)new std::shared_ptr<wire::PcapWriter>(std::move(c.settings.capture));
-                       const char* path = getenv("UROCE_CAPTURE");
-                       if (path && strstr(path, "%p")) {
-                         auto w = wire::PcapWriter::open(expand_pid(path));
-                         if (w.is_ok()) c.settings.capture = std::move(w.value());
-                       }
-                     }
-                     if (c.ep >= 0) close(c.ep);
-                     if (c.ep_timers >= 0) close(c.ep_timers);
-                     if (c.wake >= 0) close(c.wake);
-                     c.ep = c.ep_timers = c.wake = -1;
-                     c.app_poll_ns.store(0);
-                     c.app_read_ns.store(0);
-                     c.drained_ns.store(0);
-                     c.started = false;
-                     c.planned_wake.store(0);
-                     c.n_active.store(0);
-                   });
-    return n;
-  }();
-  return *s;
-}
-
 }  // namespace
 
 NetEngine& NetEngine::get() {
-  static NetEngine e;
-  return e;
+  static NetEngine* e = new NetEngine();  // lives for the process
+  return *e;
 }
 
-bool NetEngine::active() { return es().n_active.load(std::memory_order_relaxed) != 0; }
+NetEngine::NetEngine() {
+  pthread_atfork([] { get().fork_prepare(); }, [] { get().fork_parent(); }, [] { get().fork_child(); });
+}
+
+void NetEngine::fork_prepare() { fork_gate_.prepare(run_mu_); }
+
+void NetEngine::fork_parent() { run_mu_.unlock(); }
+
+void NetEngine::fork_child() {
+  fork_gate_.child();
+  new (&run_mu_) std::mutex();
+  slots_.clear();
+  extras_.clear();
+  parked_.clear();
+  // The parent's inbox (bound to its pid) is the parent's: only this copy
+  // of its descriptor goes.
+  inbox_.reset();
+  inbox_used_ = false;
+  forwarder_.reset();
+  by_qpn_.clear();
+  // The parent's capture file is the parent's: its writer is left alone (not
+  // destroyed: it must not write or close anything the parent owns), and the
+  // child writes its own file when the path names one per process (%p).
+  if (settings_.capture) {
+    (void)new std::shared_ptr<wire::PcapWriter>(std::move(settings_.capture));
+    const char* path = getenv("UROCE_CAPTURE");
+    if (path && strstr(path, "%p")) {
+      auto w = wire::PcapWriter::open(expand_pid(path));
+      if (w.is_ok()) settings_.capture = std::move(w.value());
+    }
+  }
+  if (ep_ >= 0) close(ep_);
+  if (ep_timers_ >= 0) close(ep_timers_);
+  if (wake_ >= 0) close(wake_);
+  ep_ = ep_timers_ = wake_ = -1;
+  app_poll_ns_.store(0);
+  app_read_ns_.store(0);
+  drained_ns_.store(0);
+  started_ = false;
+  planned_wake_.store(0);
+  n_active_.store(0);
+}
 
 const NetLinkSettings& NetEngine::settings() {
-  EState& s = es();
-  std::call_once(s.settings_once, [&s] {
+  std::call_once(settings_once_, [this] {
     if (const char* f = getenv("UROCE_FAULTS"); f && *f) {
       auto c = link::parse_faults(f);
       if (c.is_ok())
-        s.settings.faults = c.value();
+        settings_.faults = c.value();
       else
         UROCE_ERR("UROCE_FAULTS=%s: not understood (drop=P,dup=P,reorder=P,corrupt=P,seed=N); no faults", f);
     }
@@ -204,81 +148,79 @@ const NetLinkSettings& NetEngine::settings() {
       const std::string path = expand_pid(c);
       auto w = wire::PcapWriter::open(path);
       if (w.is_ok())
-        s.settings.capture = std::move(w.value());
+        settings_.capture = std::move(w.value());
       else
         UROCE_ERR("UROCE_CAPTURE=%s: cannot write (%s)", path.c_str(), strerror(w.err()));
     }
   });
-  return s.settings;
+  return settings_;
 }
 
 Status NetEngine::add(NetQp* q) {
-  EState& s = es();
-  std::lock_guard<std::mutex> g(s.run_mu);
-  if (!s.started) {
-    s.ep = epoll_create1(EPOLL_CLOEXEC);
-    s.ep_timers = epoll_create1(EPOLL_CLOEXEC);
-    s.wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (s.ep < 0 || s.ep_timers < 0 || s.wake < 0) return Status(errno);
+  std::lock_guard<std::mutex> g(run_mu_);
+  if (!started_) {
+    ep_ = epoll_create1(EPOLL_CLOEXEC);
+    ep_timers_ = epoll_create1(EPOLL_CLOEXEC);
+    wake_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (ep_ < 0 || ep_timers_ < 0 || wake_ < 0) return Status(errno);
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.u32 = UINT32_MAX;
-    epoll_ctl(s.ep, EPOLL_CTL_ADD, s.wake, &ev);
-    epoll_ctl(s.ep_timers, EPOLL_CTL_ADD, s.wake, &ev);
+    epoll_ctl(ep_, EPOLL_CTL_ADD, wake_, &ev);
+    epoll_ctl(ep_timers_, EPOLL_CTL_ADD, wake_, &ev);
     auto in = NetInbox::open(getpid());
     if (in.is_ok()) {
-      s.inbox = std::move(in.value());
+      inbox_ = std::move(in.value());
       ev.data.u32 = uint32_t(kInboxTag);
-      epoll_ctl(s.ep, EPOLL_CTL_ADD, s.inbox->fd(), &ev);
+      epoll_ctl(ep_, EPOLL_CTL_ADD, inbox_->fd(), &ev);
     } else {
       UROCE_WARN("no inbox for packets other processes get for this one's QPs (%s)", strerror(in.err()));
     }
-    s.started = true;
-    s.fork_gate.starting();
+    started_ = true;
+    fork_gate_.starting();
     std::thread([this] { loop(); }).detach();
   }
   uint32_t slot = 0;
-  while (slot < s.slots.size() && s.slots[slot]) ++slot;
-  if (slot == s.slots.size()) s.slots.push_back(nullptr);
+  while (slot < slots_.size() && slots_[slot]) ++slot;
+  if (slot == slots_.size()) slots_.push_back(nullptr);
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.u32 = slot;
-  if (epoll_ctl(s.ep, EPOLL_CTL_ADD, q->rx().fd(), &ev) != 0) return Status(errno);
-  s.slots[slot] = q;
-  s.by_qpn[q->qpn()] = q;
-  s.n_active.fetch_add(1, std::memory_order_relaxed);
+  if (epoll_ctl(ep_, EPOLL_CTL_ADD, q->rx().fd(), &ev) != 0) return Status(errno);
+  slots_[slot] = q;
+  by_qpn_[q->qpn()] = q;
+  n_active_.fetch_add(1, std::memory_order_relaxed);
   return Status::ok();
 }
 
 void NetEngine::remove(NetQp* q) {
-  EState& s = es();
-  std::lock_guard<std::mutex> g(s.run_mu);
-  for (NetQp*& x : s.slots)
+  std::lock_guard<std::mutex> g(run_mu_);
+  for (NetQp*& x : slots_)
     if (x == q) {
-      epoll_ctl(s.ep, EPOLL_CTL_DEL, q->rx().fd(), nullptr);
+      epoll_ctl(ep_, EPOLL_CTL_DEL, q->rx().fd(), nullptr);
       x = nullptr;
-      s.n_active.fetch_sub(1, std::memory_order_relaxed);
+      n_active_.fetch_sub(1, std::memory_order_relaxed);
     }
-  for (EState::Extra& x : s.extras)
+  for (Extra& x : extras_)
     if (x.q == q) {
-      epoll_ctl(s.ep, EPOLL_CTL_DEL, x.ep->fd(), nullptr);
+      epoll_ctl(ep_, EPOLL_CTL_DEL, x.ep->fd(), nullptr);
       x = {};
     }
-  auto it = s.by_qpn.find(q->qpn());
-  if (it != s.by_qpn.end() && it->second == q) s.by_qpn.erase(it);
-  if (s.n_active.load(std::memory_order_relaxed) == 0) {
+  auto it = by_qpn_.find(q->qpn());
+  if (it != by_qpn_.end() && it->second == q) by_qpn_.erase(it);
+  if (n_active_.load(std::memory_order_relaxed) == 0) {
     auto n = [&](UdForward f) {
-      return (unsigned long long)s.forwarded[size_t(f)].exchange(0, std::memory_order_relaxed);
+      return (unsigned long long)forwarded_[size_t(f)].exchange(0, std::memory_order_relaxed);
     };
     const unsigned long long del = n(UdForward::kDelivered), drop = n(UdForward::kDropped),
                              qkey = n(UdForward::kBadQkey), none = n(UdForward::kNoSuchQp),
                              other = n(UdForward::kNotUd);
     auto m = [&](NetForward f) {
-      return (unsigned long long)s.passed[size_t(f)].exchange(0, std::memory_order_relaxed);
+      return (unsigned long long)passed_[size_t(f)].exchange(0, std::memory_order_relaxed);
     };
     const unsigned long long passed = m(NetForward::kPassed), full = m(NetForward::kFull),
                              mine = m(NetForward::kThisProcess), nobody = m(NetForward::kNoSuchQp);
-    const unsigned long long lost = s.inbox_lost.exchange(0, std::memory_order_relaxed);
+    const unsigned long long lost = inbox_lost_.exchange(0, std::memory_order_relaxed);
     if (del + drop + qkey + none + other)
       UROCE_INFO(
           "packets for QPs of other processes: %llu UD delivered, %llu dropped (%llu no receive or not "
@@ -294,76 +236,68 @@ void NetEngine::remove(NetQp* q) {
 }
 
 Status NetEngine::add_socket(NetQp* q, link::UdpEndpoint* ep, bool multicast) {
-  EState& s = es();
-  std::lock_guard<std::mutex> g(s.run_mu);
+  std::lock_guard<std::mutex> g(run_mu_);
   uint32_t i = 0;
-  while (i < s.extras.size() && s.extras[i].ep) ++i;
-  if (i == s.extras.size()) s.extras.push_back({});
+  while (i < extras_.size() && extras_[i].ep) ++i;
+  if (i == extras_.size()) extras_.push_back({});
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.u32 = uint32_t(kExtraTag) | i;
-  if (epoll_ctl(s.ep, EPOLL_CTL_ADD, ep->fd(), &ev) != 0) return Status(errno);
-  s.extras[i] = {q, ep, multicast};
+  if (epoll_ctl(ep_, EPOLL_CTL_ADD, ep->fd(), &ev) != 0) return Status(errno);
+  extras_[i] = {q, ep, multicast};
   return Status::ok();
 }
 
 void NetEngine::remove_socket(link::UdpEndpoint* ep) {
-  EState& s = es();
-  std::lock_guard<std::mutex> g(s.run_mu);
-  for (EState::Extra& x : s.extras)
+  std::lock_guard<std::mutex> g(run_mu_);
+  for (Extra& x : extras_)
     if (x.ep == ep) {
-      epoll_ctl(s.ep, EPOLL_CTL_DEL, ep->fd(), nullptr);
+      epoll_ctl(ep_, EPOLL_CTL_DEL, ep->fd(), nullptr);
       x = {};
     }
 }
 
 void NetEngine::kick(uint64_t deadline) {
-  EState& s = es();
-  if (deadline >= s.planned_wake.load(std::memory_order_relaxed)) return;
+  if (deadline >= planned_wake_.load(std::memory_order_relaxed)) return;
   // An application that polls runs due timers itself (poll_now), and wakes
   // this thread when it stops to wait (app_sleeps): no system call here.
-  const uint64_t app = s.app_poll_ns.load(std::memory_order_relaxed);
+  const uint64_t app = app_poll_ns_.load(std::memory_order_relaxed);
   if (app && fast_now_ns() - app < kAppPollGraceNs) return;
-  s.planned_wake.store(deadline, std::memory_order_relaxed);
+  planned_wake_.store(deadline, std::memory_order_relaxed);
   uint64_t one = 1;
-  ssize_t w = write(s.wake, &one, sizeof(one));
+  ssize_t w = write(wake_, &one, sizeof(one));
   (void)w;
 }
 
-namespace {
-/// The slots whose sockets are readable now (one epoll_wait, no waiting);
-/// caller holds run_mu.
-int readable_slots(EState& s, int* ready) {
+int NetEngine::readable(int* ready) {
   epoll_event evs[kMaxEvents];
-  const int n = epoll_wait(s.ep, evs, kMaxEvents, 0);
+  const int n = epoll_wait(ep_, evs, kMaxEvents, 0);
   int m = 0;
   for (int i = 0; i < n; ++i)
     if (evs[i].data.u32 != UINT32_MAX) ready[m++] = int(evs[i].data.u32);
   return m;
 }
-/// Keeps socket `code` in s.parked while its endpoint holds parked packets.
-void track_parked(EState& s, const link::UdpEndpoint* ep, int code) {
-  auto it = std::find(s.parked.begin(), s.parked.end(), code);
-  if (ep->parked() && it == s.parked.end()) s.parked.push_back(code);
-  if (!ep->parked() && it != s.parked.end()) s.parked.erase(it);
+
+void NetEngine::track_parked(const link::UdpEndpoint* ep, int code) {
+  auto it = std::find(parked_.begin(), parked_.end(), code);
+  if (ep->parked() && it == parked_.end()) parked_.push_back(code);
+  if (!ep->parked() && it != parked_.end()) parked_.erase(it);
 }
-/// Adds the sockets holding parked packets to ready[0, n) (each once); returns the new n.
-int with_parked(const EState& s, int* ready, int n) {
-  for (int code : s.parked)
+
+int NetEngine::with_parked(int* ready, int n) const {
+  for (int code : parked_)
     if (n < kMaxEvents && std::find(ready, ready + n, code) == ready + n) ready[n++] = code;
   return n;
 }
-}  // namespace
 
 int NetEngine::round(const int* ready, int n, bool* drained, bool ack_per_batch) {
-  EState& s = es();
   int got = 0;
   if (drained) *drained = true;
   // With ack_per_batch, the plain ACKs a batch of datagrams causes are held
   // and sent when the batch is handled: one cumulative ACK per QP per batch
   // instead of one (and one system call) per message.
   struct Batch {
-    EState* s;
+    NetEngine* e;
     bool ack_per_batch;
     NetQp* owner = nullptr;  // the socket's QP: most packets are for it
     bool group = false;      // the socket is a multicast group's, of `owner`
@@ -372,7 +306,7 @@ int NetEngine::round(const int* ready, int n, bool* drained, bool ack_per_batch)
     bool overflow = false;
     NetQp* touched[kMaxTouched];  // [0, nt) only
   } b;
-  b.s = &s;
+  b.e = this;
   b.ack_per_batch = ack_per_batch;
   auto dispatch = [c = &b](const wire::Packet& p, const link::UdpAddr& from, const link::UdpAddr& to) {
     NetQp* q = c->owner;
@@ -381,19 +315,19 @@ int NetEngine::round(const int* ready, int n, bool* drained, bool ack_per_batch)
       // QP gets it (Linux gave each group socket its own copy).
       if (p.bth.dest_qp != wire::kMulticastQpn) return;
     } else if (!q || q->qpn() != p.bth.dest_qp) {
-      auto it = c->s->by_qpn.find(p.bth.dest_qp);
-      if (it == c->s->by_qpn.end()) {
+      auto it = c->e->by_qpn_.find(p.bth.dest_qp);
+      if (it == c->e->by_qpn_.end()) {
         // Not one of this process's: for another process's QP on this host
         // (UD: core/ud_forward.h; the others: net_forward.h), or nobody's.
         if (c->inbox)
-          c->s->inbox_lost.fetch_add(1, std::memory_order_relaxed);
+          c->e->inbox_lost_.fetch_add(1, std::memory_order_relaxed);
         else if (p.bth.dest_qp == wire::cm::kGsiQpn)  // a CM message: uroced's
-          c->s->passed[size_t(c->s->forwarder.add_for(kGsiOwner, p, from, to))].fetch_add(
+          c->e->passed_[size_t(c->e->forwarder_.add_for(kGsiOwner, p, from, to))].fetch_add(
               1, std::memory_order_relaxed);
         else if ((p.bth.opcode >> 5) == uint8_t(wire::Service::kUd))
-          c->s->forwarded[size_t(forward_ud(p, from, to))].fetch_add(1, std::memory_order_relaxed);
+          c->e->forwarded_[size_t(forward_ud(p, from, to))].fetch_add(1, std::memory_order_relaxed);
         else
-          c->s->passed[size_t(c->s->forwarder.add(p, from, to))].fetch_add(1, std::memory_order_relaxed);
+          c->e->passed_[size_t(c->e->forwarder_.add(p, from, to))].fetch_add(1, std::memory_order_relaxed);
         return;
       }
       q = it->second;
@@ -406,15 +340,15 @@ int NetEngine::round(const int* ready, int n, bool* drained, bool ack_per_batch)
       c->overflow = true;
   };
   // What was passed on to other processes leaves with the batch's ACKs.
-  auto pass_on = [&s] {
-    if (const uint64_t lost = s.forwarder.flush()) {
-      s.passed[size_t(NetForward::kPassed)].fetch_sub(lost, std::memory_order_relaxed);
-      s.passed[size_t(NetForward::kFull)].fetch_add(lost, std::memory_order_relaxed);
+  auto pass_on = [this] {
+    if (const uint64_t lost = forwarder_.flush()) {
+      passed_[size_t(NetForward::kPassed)].fetch_sub(lost, std::memory_order_relaxed);
+      passed_[size_t(NetForward::kFull)].fetch_add(lost, std::memory_order_relaxed);
     }
   };
   auto send_acks = [&] {
     if (b.overflow) {
-      for (NetQp* q : s.slots)
+      for (NetQp* q : slots_)
         if (q) q->flush_acks();
     } else {
       for (int i = 0; i < b.nt; ++i) b.touched[i]->flush_acks();
@@ -422,19 +356,18 @@ int NetEngine::round(const int* ready, int n, bool* drained, bool ack_per_batch)
     b.nt = 0;
     b.overflow = false;
   };
-  if (ack_per_batch) NetQp::defer_acks(true);
   for (int i = 0; i < n; ++i) {
     NetQp* q = nullptr;
     link::UdpEndpoint* ep = nullptr;
     b.group = false;
     b.inbox = false;
     if (ready[i] == kInboxTag) {
-      if (!s.inbox) continue;
+      if (!inbox_) continue;
       b.owner = nullptr;
       b.inbox = true;
       bool more = false;
-      const int k = s.inbox->poll(dispatch, link::UdpEndpoint::kBatch, &more);
-      if (k) s.inbox_used = true;
+      const int k = inbox_->poll(dispatch, link::UdpEndpoint::kBatch, &more);
+      if (k) inbox_used_ = true;
       got += k;
       if (ack_per_batch) send_acks();
       if (more && drained) *drained = false;
@@ -442,14 +375,14 @@ int NetEngine::round(const int* ready, int n, bool* drained, bool ack_per_batch)
     }
     if (ready[i] >= 0 && (ready[i] & kExtraTag)) {
       const size_t x = size_t(ready[i] & ~kExtraTag);
-      if (x < s.extras.size()) q = s.extras[x].q, ep = s.extras[x].ep, b.group = s.extras[x].multicast;
-    } else if (ready[i] >= 0 && size_t(ready[i]) < s.slots.size()) {
-      q = s.slots[size_t(ready[i])];
+      if (x < extras_.size()) q = extras_[x].q, ep = extras_[x].ep, b.group = extras_[x].multicast;
+    } else if (ready[i] >= 0 && size_t(ready[i]) < slots_.size()) {
+      q = slots_[size_t(ready[i])];
       if (q) ep = &q->rx();
     }
     if (!q) {
       // A socket gone since its packets were parked (its QP was destroyed).
-      s.parked.erase(std::remove(s.parked.begin(), s.parked.end(), ready[i]), s.parked.end());
+      parked_.erase(std::remove(parked_.begin(), parked_.end(), ready[i]), parked_.end());
       continue;
     }
     b.owner = q;
@@ -470,47 +403,43 @@ int NetEngine::round(const int* ready, int n, bool* drained, bool ack_per_batch)
         break;
       }
     }
-    track_parked(s, ep, ready[i]);
+    track_parked(ep, ready[i]);
   }
-  if (ack_per_batch) NetQp::defer_acks(false);
   return got;
 }
 
 void NetEngine::catch_up_slow() {
-  EState& s = es();
-  if (fast_now_ns() - s.drained_ns.load(std::memory_order_relaxed) < kCatchUpFreshNs) return;
+  if (fast_now_ns() - drained_ns_.load(std::memory_order_relaxed) < kCatchUpFreshNs) return;
   // Whoever else is handling packets finishes first (their packets came
   // earlier); then whatever is still queued.
-  std::lock_guard<std::mutex> g(s.run_mu);
+  std::lock_guard<std::mutex> g(run_mu_);
   int ready[kMaxEvents];
-  const int m = readable_slots(s, ready);
+  const int m = readable(ready);
   // ACKs held longer than kAckHoldNs go out here: a program busy with
   // completions posts receives without ever polling an empty CQ, so nothing
   // else would send them soon (the 10^6-message flood stalled on exactly
   // that). A younger one waits for the post that usually follows a posted
   // receive (a ping-pong's reply): both leave in one system call.
   const uint64_t held_before = fast_now_ns() - kAckHoldNs;
-  for (NetQp* q : s.slots)
+  for (NetQp* q : slots_)
     if (q) q->flush_acks(held_before);
   if (m) round(ready, m);
 }
 
 void NetEngine::app_sleeps() {
-  EState& s = es();
-  if (s.app_poll_ns.exchange(0, std::memory_order_relaxed) == 0) return;
+  if (app_poll_ns_.exchange(0, std::memory_order_relaxed) == 0) return;
   uint64_t one = 1;
-  ssize_t w = write(s.wake, &one, sizeof(one));
+  ssize_t w = write(wake_, &one, sizeof(one));
   (void)w;
 }
 
-void NetEngine::app_posts() { es().app_poll_ns.store(fast_now_ns(), std::memory_order_relaxed); }
+void NetEngine::app_posts() { app_poll_ns_.store(fast_now_ns(), std::memory_order_relaxed); }
 
 bool NetEngine::poll_now() {
-  EState& s = es();
-  if (s.n_active.load(std::memory_order_relaxed) == 0) return false;
+  if (n_active_.load(std::memory_order_relaxed) == 0) return false;
   const uint64_t now = fast_now_ns();
-  s.app_poll_ns.store(now, std::memory_order_relaxed);
-  std::unique_lock<std::mutex> g(s.run_mu, std::try_to_lock);
+  app_poll_ns_.store(now, std::memory_order_relaxed);
+  std::unique_lock<std::mutex> g(run_mu_, std::try_to_lock);
   if (!g.owns_lock()) {
     // The engine thread has it. On the application's own core it may have
     // been preempted while holding it: let it finish instead of spinning
@@ -519,16 +448,16 @@ bool NetEngine::poll_now() {
     if (++busy % 16 == 0) sched_yield();
     return false;
   }
-  s.app_read_ns.store(now, std::memory_order_relaxed);
+  app_read_ns_.store(now, std::memory_order_relaxed);
   // Which sockets to read: with a few, each (a receive call finds nothing
   // in ~0.3 us); with more, those one epoll_wait (~0.1 us) says are
   // readable. Asking epoll first costs a packet ~0.7 us more on its way in
   // (ib_send_lat 2 B, one QP: 4.8 -> 5.5 us).
   int ready[kMaxEvents];
   int n = 0;
-  const bool direct = s.n_active.load(std::memory_order_relaxed) <= kDirectReadSockets;
-  for (size_t i = 0; i < s.slots.size(); ++i)
-    if (NetQp* q = s.slots[i]) {
+  const bool direct = n_active_.load(std::memory_order_relaxed) <= kDirectReadSockets;
+  for (size_t i = 0; i < slots_.size(); ++i)
+    if (NetQp* q = slots_[i]) {
       q->flush_acks();  // what the previous poll held back
       if (direct && n < kMaxEvents) ready[n++] = int(i);
     }
@@ -537,9 +466,9 @@ bool NetEngine::poll_now() {
   // and most carry little.
   bool skipped = false;  // extra sockets left unread this time
   if (direct) {
-    const bool extras = ++s.direct_polls % kExtraReadEvery == 0;
-    for (size_t i = 0; i < s.extras.size() && n < kMaxEvents; ++i)
-      if (s.extras[i].ep) {
+    const bool extras = ++direct_polls_ % kExtraReadEvery == 0;
+    for (size_t i = 0; i < extras_.size() && n < kMaxEvents; ++i)
+      if (extras_[i].ep) {
         if (extras)
           ready[n++] = kExtraTag | int(i);
         else
@@ -550,31 +479,28 @@ bool NetEngine::poll_now() {
     // poll drained. (Counted as skipped, it sent every post through
     // catch_up_slow's epoll_wait: ib_send_lat 2 B over UDP made one per
     // message and twice the context switches.)
-    if (s.inbox && n < kMaxEvents && (s.inbox_used || s.direct_polls % kIdleInboxReadEvery == 0))
+    if (inbox_ && n < kMaxEvents && (inbox_used_ || direct_polls_ % kIdleInboxReadEvery == 0))
       ready[n++] = kInboxTag;
   }
-  if (!direct) n = readable_slots(s, ready);
-  n = with_parked(s, ready, n);
+  if (!direct) n = readable(ready);
+  n = with_parked(ready, n);
   bool drained = n < kMaxEvents && !skipped;
   int got = 0;
   if (n) {
-    NetQp::defer_acks(true);  // held until the application's next post or poll
     bool all = false;
-    got = round(ready, n, &all, false);
-    NetQp::defer_acks(false);
+    got = round(ready, n, &all, false);  // ACKs held until the application's next post or poll
     drained = drained && all;
   }
-  if (drained) s.drained_ns.store(now, std::memory_order_relaxed);
+  if (drained) drained_ns_.store(now, std::memory_order_relaxed);
   // Due timers too, after what arrived (an ACK waiting in a socket is no
   // timeout): a spinning application may hold run_mu most of the time, and
   // the engine thread then waits for it (the mutex is not fair).
-  for (NetQp* q : s.slots)
+  for (NetQp* q : slots_)
     if (q && q->next_deadline() <= now) q->on_timer(now);
   return got > 0;
 }
 
 void NetEngine::loop() {
-  EState& s = es();
   epoll_event evs[kMaxEvents];
   const bool faults = settings().faults.any();
   // While the application polls: how long this thread sleeps between looks
@@ -583,19 +509,19 @@ void NetEngine::loop() {
   uint64_t check_ns = kAppCheckNs;
   uint64_t last_look = 0;
   {
-    std::lock_guard<std::mutex> g(s.run_mu);
-    s.fork_gate.running();
+    std::lock_guard<std::mutex> g(run_mu_);
+    fork_gate_.running();
   }
   for (;;) {
     uint64_t now = fast_now_ns();
-    const uint64_t app = s.app_poll_ns.load(std::memory_order_relaxed);
-    const uint64_t app_read = s.app_read_ns.load(std::memory_order_relaxed);
+    const uint64_t app = app_poll_ns_.load(std::memory_order_relaxed);
+    const uint64_t app_read = app_read_ns_.load(std::memory_order_relaxed);
     const bool app_polls = app && now - app < kAppPollGraceNs;
     uint64_t next = now + kIdleWakeNs;
     // While the application polls, it reads the sockets and runs due timers
     // itself; this thread then never waits for it (a blocked lock here
     // costs the application a futex wake on its next unlock).
-    std::unique_lock<std::mutex> g(s.run_mu, std::defer_lock);
+    std::unique_lock<std::mutex> g(run_mu_, std::defer_lock);
     if (app_polls ? g.try_lock() : (g.lock(), true)) {
       // A program may poll its CQ now and then and spin on memory in between
       // (perftest's ib_write_lat): what waits in a socket while it has not
@@ -604,22 +530,20 @@ void NetEngine::loop() {
       // completions without ever finding its CQ empty reads no socket, and
       // an ACK waiting in one is no timeout.
       bool due = false;
-      for (NetQp* q : s.slots)
+      for (NetQp* q : slots_)
         if (q && q->next_deadline() <= now) due = true;
       const bool look = app_polls && (due || now - app_read >= kAppActiveNs);
-      if (look || !s.parked.empty()) {
+      if (look || !parked_.empty()) {
         int ready[kMaxEvents];
-        const int m = with_parked(s, ready, look ? readable_slots(s, ready) : 0);
+        const int m = with_parked(ready, look ? readable(ready) : 0);
         if (m) {
           // The ACKs wait, as in a poll: such a program usually answers what
           // came in (a ping-pong), and the ACK then leaves with its request.
-          NetQp::defer_acks(true);
           round(ready, m, nullptr, false);
-          NetQp::defer_acks(false);
         }
       }
       // Then timers: what is due runs, the earliest of the rest sets the sleep.
-      for (NetQp* q : s.slots) {
+      for (NetQp* q : slots_) {
         if (!q) continue;
         // Held back by an application's poll that has not come back (a young
         // one waits for the application's reply, as in catch_up).
@@ -631,7 +555,7 @@ void NetEngine::loop() {
         }
         if (d < next) next = d;
       }
-      if (!s.parked.empty()) next = std::min(next, now + kParkedRecheckNs);
+      if (!parked_.empty()) next = std::min(next, now + kParkedRecheckNs);
       g.unlock();
     }
     // Then this thread sleeps until the next deadline, a kick, or (while the
@@ -646,15 +570,15 @@ void NetEngine::loop() {
     } else {
       check_ns = kAppCheckNs;
     }
-    s.planned_wake.store(next, std::memory_order_relaxed);
+    planned_wake_.store(next, std::memory_order_relaxed);
     const uint64_t wait = next > now ? next - now : 0;
     timespec ts{time_t(wait / 1000000000ull), long(wait % 1000000000ull)};
-    const int n = epoll_pwait2(app_polls ? s.ep_timers : s.ep, evs, kMaxEvents, &ts, nullptr);
+    const int n = epoll_pwait2(app_polls ? ep_timers_ : ep_, evs, kMaxEvents, &ts, nullptr);
     if (n <= 0) {
       // Idle: release what the fault injectors hold back.
       if (faults) {
-        std::lock_guard<std::mutex> fg(s.run_mu);
-        for (NetQp* q : s.slots)
+        std::lock_guard<std::mutex> fg(run_mu_);
+        for (NetQp* q : slots_)
           if (q) q->flush_link();
       }
       continue;
@@ -664,7 +588,7 @@ void NetEngine::loop() {
     for (int i = 0; i < n; ++i) {
       if (evs[i].data.u32 == UINT32_MAX) {
         uint64_t v;
-        ssize_t r = read(s.wake, &v, sizeof(v));
+        ssize_t r = read(wake_, &v, sizeof(v));
         (void)r;
         continue;
       }
@@ -677,14 +601,14 @@ void NetEngine::loop() {
     // past the last one, and not while the application polls itself.
     g.unlock();
     for (uint64_t last = fast_now_ns(); fast_now_ns() - last < kSpinIdleNs;) {
-      const uint64_t app_now = s.app_poll_ns.load(std::memory_order_relaxed);
+      const uint64_t app_now = app_poll_ns_.load(std::memory_order_relaxed);
       if (app_now && fast_now_ns() - app_now < kAppPollGraceNs) break;
-      std::lock_guard<std::mutex> sg(s.run_mu);
+      std::lock_guard<std::mutex> sg(run_mu_);
       int all[kMaxEvents];
       int k = 0;
-      for (size_t i = 0; i < s.slots.size() && k < kMaxEvents; ++i)
-        if (s.slots[i]) all[k++] = int(i);
-      if (s.inbox_used && k < kMaxEvents) all[k++] = kInboxTag;
+      for (size_t i = 0; i < slots_.size() && k < kMaxEvents; ++i)
+        if (slots_[i]) all[k++] = int(i);
+      if (inbox_used_ && k < kMaxEvents) all[k++] = kInboxTag;
       if (round(all, k) > 0) last = fast_now_ns();
     }
   }

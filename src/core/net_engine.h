@@ -7,15 +7,26 @@
 // thread wake-up.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
 
+#include "common/fork_gate.h"
+#include "core/net_forward.h"
 #include "core/net_qp.h"
 
 namespace uroce::core {
 
 class NetEngine {
  public:
+  /// The process's engine (made on first use, never destroyed: its thread
+  /// may run while the process exits).
   static NetEngine& get();
+  NetEngine(const NetEngine&) = delete;
+  NetEngine& operator=(const NetEngine&) = delete;
   /// The process's link settings, read once from UROCE_FAULTS and UROCE_CAPTURE.
   const NetLinkSettings& settings();
   /// Starts delivering packets and timers to `q` (starts the thread on first use).
@@ -53,17 +64,79 @@ class NetEngine {
   /// completions; a thread taking in ACKs meanwhile only competes with it).
   void app_posts();
   /// Network QPs alive in this process (poll_now is a no-op when 0).
-  static bool active();
+  static bool active() { return get().n_active_.load(std::memory_order_relaxed) != 0; }
 
  private:
-  NetEngine() = default;
+  NetEngine();
   void loop();
   void catch_up_slow();
-  /// One round: reads the sockets of `ready_slots`; caller holds run_mu.
-  /// `drained` (optional): whether each was read until empty.
-  /// `ack_per_batch`: ACKs go out once per batch of datagrams (else the
-  /// caller decides: see NetQp::defer_acks).
-  int round(const int* ready_slots, int n, bool* drained = nullptr, bool ack_per_batch = true);
+  /// One round: reads the sockets of `ready` (slot indexes, kExtraTag | an
+  /// extra's index, or kInboxTag) and hands their packets to their QPs;
+  /// caller holds run_mu_. `drained` (optional): whether each was read
+  /// until empty. `ack_per_batch`: the ACKs the packets caused (held by
+  /// NetQp::on_packet) go out after each batch of datagrams; else they
+  /// wait for the caller's next flush_acks.
+  int round(const int* ready, int n, bool* drained = nullptr, bool ack_per_batch = true);
+  /// The sockets readable now (one epoll_wait, no waiting); caller holds run_mu_.
+  int readable(int* ready);
+  /// Keeps socket `code` in parked_ while `ep` holds parked packets.
+  void track_parked(const link::UdpEndpoint* ep, int code);
+  /// Adds the sockets holding parked packets to ready[0, n) (each once); returns the new n.
+  int with_parked(int* ready, int n) const;
+  /// Logs what became of packets for other processes' QPs (when the last QP goes).
+  void log_forwarded();
+  // fork(): the engine thread does not survive it, and the child must not
+  // read the parent's sockets (it has copies of their descriptors). The
+  // thread works only under run_mu_, which fork() takes (common/fork_gate.h);
+  // the child starts empty, with its own epoll and thread on first use.
+  void fork_prepare();
+  void fork_parent();
+  void fork_child();
+
+  // Held while calling into NetQps; add/remove take it. Lock order: core/qp.h
+  // (Qp::sq_mu_ -> run_mu_ -> NetQp::mu_).
+  std::mutex run_mu_;
+  std::vector<NetQp*> slots_;  // the QPs, by their index in epoll
+  // QPs' receiving sockets beside their own: a multicast group's
+  // (NetQp::join) or another address's (NetQp::add_address); in epoll as
+  // kExtraTag | index.
+  struct Extra {
+    NetQp* q;
+    link::UdpEndpoint* ep;
+    bool multicast;
+  };
+  std::vector<Extra> extras_;
+  // Packets other processes of the host got for our QPs (net_forward.h);
+  // in epoll as kInboxTag. `inbox_used_`: one has come, so more will (its
+  // flow's datagrams all go to that other process): poll_now reads it
+  // every time from then on.
+  std::unique_ptr<NetInbox> inbox_;
+  bool inbox_used_ = false;
+  NetForwarder forwarder_;     // to the inboxes of other processes
+  unsigned direct_polls_ = 0;  // poll_now's direct reads (under run_mu_)
+  // Sockets (ready codes, as in round()) whose endpoints hold parked packets:
+  // read again by every round even when not readable.
+  std::vector<int> parked_;
+  std::unordered_map<uint32_t, NetQp*> by_qpn_;
+  int ep_ = -1, wake_ = -1;
+  int ep_timers_ = -1;  // epoll with the wake-up only: the thread's sleep while the application polls
+  std::atomic<uint64_t> app_poll_ns_{0};  // the application's last poll or post
+  std::atomic<uint64_t> app_read_ns_{0};  // its last poll that read the sockets
+  // Every packet that arrived before this time has been handled (an
+  // application's poll read every socket empty).
+  std::atomic<uint64_t> drained_ns_{0};
+  bool started_ = false;
+  ForkGate fork_gate_;
+  std::atomic<uint64_t> planned_wake_{0};
+  std::atomic<int> n_active_{0};
+  std::once_flag settings_once_;
+  NetLinkSettings settings_;
+  // Packets for QPs not in this process, by what became of them: UD
+  // (UdForward), the others (NetForward); and packets from the inbox for no
+  // QP of this process (never passed on again).
+  std::atomic<uint64_t> forwarded_[5] = {};
+  std::atomic<uint64_t> passed_[kNetForwardKinds] = {};
+  std::atomic<uint64_t> inbox_lost_{0};
 };
 
 }  // namespace uroce::core

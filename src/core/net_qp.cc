@@ -381,6 +381,7 @@ void NetQp::on_packet(const wire::Packet& p, const link::UdpAddr& from, const li
   if (info->flags & wire::kRequest) {
     // IBA 10.3.1: a QP receives in RTR, RTS, SQD and SQE; before RTR it drops.
     if (!state_can_receive(st)) return;
+    in_packet_ = true;
     if (ud_resp_) {
       uint8_t grh[wire::kGrhBytes];
       ud_grh(p, from, to, grh);
@@ -392,6 +393,7 @@ void NetQp::on_packet(const wire::Packet& p, const link::UdpAddr& from, const li
       rc_resp_->on_request(p);
     }
     if (uc_resp_) uc_resp_->on_request(p);
+    in_packet_ = false;
   } else if (req_) {
     req_->on_response(p, fast_now_ns());
   }
@@ -427,12 +429,6 @@ void NetQp::flush_link() {
   tx_->flush();
 }
 
-namespace {
-__attribute__((tls_model("initial-exec"))) thread_local bool t_defer_acks = false;
-}
-
-void NetQp::defer_acks(bool on) { t_defer_acks = on; }
-
 void NetQp::flush_acks(uint64_t held_before) {
   if (!ack_held_.load(std::memory_order_relaxed)) return;  // the common case: no lock
   std::lock_guard<AdaptiveLock> g(mu_);
@@ -448,7 +444,7 @@ void NetQp::send_held_ack() {
 void NetQp::send(wire::Packet& p) {
   const bool plain_ack = (p.bth.opcode & 0x1f) == wire::kAcknowledge &&
                          wire::ack_type(p.syndrome) == wire::AckType::kAck && p.payload.empty();
-  if (plain_ack && t_defer_acks) {
+  if (plain_ack && in_packet_) {
     held_ack_ = p;  // ACKs are cumulative: the latest covers the ones before
     if (!ack_held_) ack_held_since_ = fast_now_ns();
     ack_held_ = true;

@@ -83,7 +83,12 @@ class NetQp {
   /// address of `dst`'s family. Returns false if it has none.
   bool send_ud(const link::IpAddr& dst, const link::IpAddr& src, uint32_t dest_qpn, uint32_t qkey,
                bool has_imm, uint32_t imm, bool solicited, std::span<const uint8_t> payload);
-  /// One packet whose destination QP is this one, with the addresses it travelled between.
+  /// One packet whose destination QP is this one, with the addresses it
+  /// travelled between. A plain ACK it causes is held (coalesced with the
+  /// ones before: one per QP) until flush_acks: the engine sends them after
+  /// a batch of datagrams, and while an application polls, at its next poll
+  /// or post, so that it gets its completion without first paying for the
+  /// ACK's system call (IBA 9.7.5.1.6 lets a responder coalesce ACKs).
   void on_packet(const wire::Packet& p, const link::UdpAddr& from, const link::UdpAddr& to);
   void on_timer(uint64_t now_ns);
   /// When on_timer is due next (UINT64_MAX: never); no lock.
@@ -93,15 +98,9 @@ class NetQp {
   void flush();
   /// Sends what the fault injector holds back (the engine calls it when idle).
   void flush_link();
-  /// Sends an acknowledgement held back while the application polled (see
-  /// defer_acks), if it was held since `held_before` or earlier.
+  /// Sends the acknowledgement on_packet held back, if any, if it was held
+  /// since `held_before` or earlier.
   void flush_acks(uint64_t held_before = UINT64_MAX);
-  /// While set on a thread, plain ACKs its packets cause wait (coalesced, one
-  /// per QP) until flush_acks: an application that polls a CQ gets its
-  /// completion without first paying for the ACK's system call; its next
-  /// poll, post, or the engine thread sends it (IBA 9.7.5.1.6 lets a
-  /// responder coalesce ACKs).
-  static void defer_acks(bool on);
 
   /// UD: receives the datagrams sent to IPv4 multicast group `group`
   /// (network order) from now on, through a socket of its own that joined
@@ -133,7 +132,7 @@ class NetQp {
   class Call;
   NetQp() = default;
   void send(wire::Packet& p);
-  /// Sends the ACK held back by defer_acks, if any (caller holds mu_).
+  /// Sends the ACK on_packet held back, if any (caller holds mu_).
   void send_held_ack();
   /// A requester or responder error: the QP goes to ERR (receives flushed;
   /// `async` also raises the event at the owner). A requester's error
@@ -168,6 +167,7 @@ class NetQp {
   std::unique_ptr<transport::UdResponder> ud_resp_;
   bool flushed_ = false;
   bool flush_rq_due_ = false;          // see to_error
+  bool in_packet_ = false;             // inside on_packet: plain ACKs are held
   std::function<void()> drained_;      // see drain()
   uint32_t ud_psn_ = 0;                // UD: PSNs carry no meaning, but count up as on hardware
   std::atomic<bool> ack_held_{false};  // also read without the lock (flush_acks)

@@ -247,7 +247,8 @@ void Qp::send_cqe(uint64_t wr_id, WcOpcode op, WcStatus st, uint32_t byte_len, b
                   uint32_t* unsignaled) {
   if (tracing())
     trace(qpn_, "send completion wr_id=%llu %s %s len=%u%s", (unsigned long long)wr_id, wc_opcode_name(op),
-          wc_status_name(st), byte_len, signaled || st != WcStatus::kSuccess ? "" : " (unsignaled: no CQE)");
+          wc_status_str(uint32_t(st)), byte_len,
+          signaled || st != WcStatus::kSuccess ? "" : " (unsignaled: no CQE)");
   if (st != WcStatus::kSuccess && st != WcStatus::kWrFlushErr) {
     // An error completion means the QP is in ERR (IBA 10.8.3): whoever polls
     // it and then queries the QP must find ERR, so the state goes first.

@@ -87,7 +87,7 @@ static void post_async(const PeerQp& t, AsyncEvent ev, uint64_t handle) {
 void push_cqe(const Rx& x, const Cqe& c, bool solicited, const CqBounce* bounce) {
   if (tracing())
     trace(c.qp_num, "recv completion wr_id=%llu %s %s len=%u", (unsigned long long)c.wr_id,
-          wc_opcode_name(WcOpcode(c.opcode)), wc_status_name(WcStatus(c.status)), c.byte_len);
+          wc_opcode_name(WcOpcode(c.opcode)), wc_status_str(c.status), c.byte_len);
   CqRing* r = x.cq;
   if (!r) return;
   switch (cq_push(x.seg->base, r, c, solicited, bounce, x.cq_head_seen, &x.seg->bound)) {

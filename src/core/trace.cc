@@ -10,6 +10,7 @@
 #include <mutex>
 #include <string>
 
+#include "link/shm_link.h"  // self_pid
 #include "wire/opcodes.h"
 #include "wire/packet.h"
 
@@ -78,7 +79,7 @@ void trace(uint32_t qpn, const char* fmt, ...) {
   const uint64_t now = wall_ns();
   std::lock_guard<std::mutex> g(g_mu);
   if (FILE* f = file_locked())
-    fprintf(f, "%llu %d %u %s\n", (unsigned long long)now, int(getpid()), qpn, text);
+    fprintf(f, "%llu %d %u %s\n", (unsigned long long)now, int(link::self_pid()), qpn, text);
 }
 
 void trace_packet(uint32_t qpn, bool tx, const wire::Packet& p) {
@@ -93,87 +94,6 @@ void trace_packet(uint32_t qpn, bool tx, const wire::Packet& p) {
   } else {
     trace(qpn, "%s %s psn=%u len=%zu to qp %u", dir, name, p.bth.psn, p.payload.size(), p.bth.dest_qp);
   }
-}
-
-const char* wr_opcode_name(WrOpcode op) {
-  switch (op) {
-    case WrOpcode::kRdmaWrite:
-      return "RDMA_WRITE";
-    case WrOpcode::kRdmaWriteWithImm:
-      return "RDMA_WRITE_WITH_IMM";
-    case WrOpcode::kSend:
-      return "SEND";
-    case WrOpcode::kSendWithImm:
-      return "SEND_WITH_IMM";
-    case WrOpcode::kRdmaRead:
-      return "RDMA_READ";
-    case WrOpcode::kAtomicCmpAndSwp:
-      return "ATOMIC_CMP_AND_SWP";
-    case WrOpcode::kAtomicFetchAndAdd:
-      return "ATOMIC_FETCH_AND_ADD";
-    case WrOpcode::kLocalInv:
-      return "LOCAL_INV";
-    case WrOpcode::kBindMw:
-      return "BIND_MW";
-    case WrOpcode::kSendWithInv:
-      return "SEND_WITH_INV";
-    default:
-      return "?";
-  }
-}
-
-const char* wc_opcode_name(WcOpcode op) {
-  switch (op) {
-    case WcOpcode::kSend:
-      return "SEND";
-    case WcOpcode::kRdmaWrite:
-      return "RDMA_WRITE";
-    case WcOpcode::kRdmaRead:
-      return "RDMA_READ";
-    case WcOpcode::kCompSwap:
-      return "COMP_SWAP";
-    case WcOpcode::kFetchAdd:
-      return "FETCH_ADD";
-    case WcOpcode::kBindMw:
-      return "BIND_MW";
-    case WcOpcode::kLocalInv:
-      return "LOCAL_INV";
-    case WcOpcode::kRecv:
-      return "RECV";
-    case WcOpcode::kRecvRdmaWithImm:
-      return "RECV_RDMA_WITH_IMM";
-    default:
-      return "?";
-  }
-}
-
-const char* wc_status_name(WcStatus st) {
-  static const char* kNames[] = {"SUCCESS",
-                                 "LOC_LEN_ERR",
-                                 "LOC_QP_OP_ERR",
-                                 "LOC_EEC_OP_ERR",
-                                 "LOC_PROT_ERR",
-                                 "WR_FLUSH_ERR",
-                                 "MW_BIND_ERR",
-                                 "BAD_RESP_ERR",
-                                 "LOC_ACCESS_ERR",
-                                 "REM_INV_REQ_ERR",
-                                 "REM_ACCESS_ERR",
-                                 "REM_OP_ERR",
-                                 "RETRY_EXC_ERR",
-                                 "RNR_RETRY_EXC_ERR",
-                                 "LOC_RDD_VIOL_ERR",
-                                 "REM_INV_RD_REQ_ERR",
-                                 "REM_ABORT_ERR",
-                                 "INV_EECN_ERR",
-                                 "INV_EEC_STATE_ERR",
-                                 "FATAL_ERR",
-                                 "RESP_TIMEOUT_ERR",
-                                 "GENERAL_ERR",
-                                 "TM_ERR",
-                                 "TM_RNDV_INCOMPLETE"};
-  const uint32_t i = uint32_t(st);
-  return i < sizeof(kNames) / sizeof(kNames[0]) ? kNames[i] : "?";
 }
 
 }  // namespace uroce::core

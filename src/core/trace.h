@@ -9,7 +9,7 @@
 
 #include <cstdint>
 
-#include "core/qp_state.h"  // qp_state_name
+#include "core/names.h"  // what trace lines print
 #include "core/types.h"
 
 namespace uroce::wire {
@@ -29,9 +29,5 @@ inline bool tracing() { return __builtin_expect(trace_detail::g_on, false); }
 void trace(uint32_t qpn, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 /// A packet the network link sent (`tx`) or received on QP `qpn`.
 void trace_packet(uint32_t qpn, bool tx, const wire::Packet& p);
-
-const char* wr_opcode_name(WrOpcode op);
-const char* wc_opcode_name(WcOpcode op);
-const char* wc_status_name(WcStatus st);
 
 }  // namespace uroce::core

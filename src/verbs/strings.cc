@@ -18,35 +18,9 @@
 #include <cstring>
 
 #include "common/export.h"
+#include "core/names.h"
 
 namespace {
-
-constexpr std::array<const char*, IBV_WC_TM_RNDV_INCOMPLETE + 1> kWcStatusNames = {
-    "success",                            // IBV_WC_SUCCESS
-    "local length error",                 // IBV_WC_LOC_LEN_ERR
-    "local QP operation error",           // IBV_WC_LOC_QP_OP_ERR
-    "local EE context operation error",   // IBV_WC_LOC_EEC_OP_ERR
-    "local protection error",             // IBV_WC_LOC_PROT_ERR
-    "Work Request Flushed Error",         // IBV_WC_WR_FLUSH_ERR
-    "memory management operation error",  // IBV_WC_MW_BIND_ERR
-    "bad response error",                 // IBV_WC_BAD_RESP_ERR
-    "local access error",                 // IBV_WC_LOC_ACCESS_ERR
-    "remote invalid request error",       // IBV_WC_REM_INV_REQ_ERR
-    "remote access error",                // IBV_WC_REM_ACCESS_ERR
-    "remote operation error",             // IBV_WC_REM_OP_ERR
-    "transport retry counter exceeded",   // IBV_WC_RETRY_EXC_ERR
-    "RNR retry counter exceeded",         // IBV_WC_RNR_RETRY_EXC_ERR
-    "local RDD violation error",          // IBV_WC_LOC_RDD_VIOL_ERR
-    "remote invalid RD request",          // IBV_WC_REM_INV_RD_REQ_ERR
-    "aborted error",                      // IBV_WC_REM_ABORT_ERR
-    "invalid EE context number",          // IBV_WC_INV_EECN_ERR
-    "invalid EE context state",           // IBV_WC_INV_EEC_STATE_ERR
-    "fatal error",                        // IBV_WC_FATAL_ERR
-    "response timeout error",             // IBV_WC_RESP_TIMEOUT_ERR
-    "general error",                      // IBV_WC_GENERAL_ERR
-    "TM error",                           // IBV_WC_TM_ERR
-    "TM software rendezvous",             // IBV_WC_TM_RNDV_INCOMPLETE
-};
 
 constexpr std::array<const char*, IBV_EVENT_WQ_FATAL + 1> kEventTypeNames = {
     "CQ error",                                 // IBV_EVENT_CQ_ERR
@@ -100,7 +74,6 @@ constexpr bool all_named(const std::array<const char*, N>& table) {
     if (name == nullptr) return false;
   return true;
 }
-static_assert(all_named(kWcStatusNames));
 static_assert(all_named(kEventTypeNames));
 static_assert(all_named(kNodeTypeNames));
 static_assert(all_named(kPortStateNames));
@@ -153,7 +126,11 @@ constexpr const RateRow* find_rate(ibv_rate rate) {
 
 }  // namespace
 
-UROCE_EXPORT const char* ibv_wc_status_str(ibv_wc_status status) { return lookup(kWcStatusNames, status); }
+// The text lives with the device model (core/names.h): trace lines print it too.
+static_assert(IBV_WC_TM_RNDV_INCOMPLETE == 23, "core::wc_status_str names 0..23");
+UROCE_EXPORT const char* ibv_wc_status_str(ibv_wc_status status) {
+  return uroce::core::wc_status_str(uint32_t(status));
+}
 
 UROCE_EXPORT const char* ibv_event_type_str(ibv_event_type event) { return lookup(kEventTypeNames, event); }
 

@@ -28,7 +28,7 @@ for k in 1 2; do
   t=$out.$k
   for want in 'state INIT -> RTR (network link)' 'state RTR -> RTS (network link)' 'post_recv wr_id=' \
     'post_send wr_id=2 SEND len=4096 signaled' 'tx SEND_FIRST' 'tx SEND_LAST' 'rx ACKNOWLEDGE' \
-    'send completion wr_id=2 SEND SUCCESS len=4096' 'rx SEND_LAST' 'recv completion wr_id=1 RECV SUCCESS len=4096'; do
+    'send completion wr_id=2 SEND success len=4096' 'rx SEND_LAST' 'recv completion wr_id=1 RECV success len=4096'; do
     grep -qF "$want" "$t" || { rm -f "$out".?; fail "QP $k: no '$want'"; }
   done
   # The first SEND goes out after it was posted, and completes after the ACK came.
