@@ -10,7 +10,8 @@ measurement are minutes apart, and the report takes medians.
 
 Every process is started in its own session, pinned with taskset (server on
 --srv-cpu, client on --cli-cpu), bounded by a timeout, and its process group
-is killed when the run ends. All traffic is on 127.0.0.1 or shared memory.
+is killed when the run ends. All traffic is on 127.0.0.1, shared memory, or (group
+veth, root only) a veth pair between two network namespaces the harness makes and removes.
 
 Usage: harness.py --out DIR --bin DIR [--uroce DIR] [-r N] [--quick] [--groups a,b] [--no-sweeps]
 Conventions of the rows: lat = one-way latency in us (round trip / 2) except
@@ -90,12 +91,14 @@ def ports_in_use():
     return used
 
 
-def port_bound(port, proto):
-    """True once something listens on TCP `port` (or has UDP `port` bound)."""
+def port_bound(port, proto, pid=None):
+    """True once something listens on TCP `port` (or has UDP `port` bound), in the network
+    namespace of process `pid` (default: ours)."""
     names = ("tcp", "tcp6") if proto == "tcp" else ("udp", "udp6")
+    where = f"/proc/{pid}/net" if pid else "/proc/net"
     for name in names:
         try:
-            with open(f"/proc/net/{name}") as f:
+            with open(f"{where}/{name}") as f:
                 next(f)
                 for line in f:
                     fields = line.split()
@@ -172,6 +175,55 @@ class Bench:
         for p in list(self.live):
             self.end(p, 0)
         self.stop_daemon()
+        self.drop_veth()
+
+    # -- two "hosts": network namespaces joined by a veth pair --
+    VETH_ADDR = ("10.79.0.1", "10.79.0.2")
+
+    def veth(self):
+        """The namespaces (server, client) of the veth group, made on first use; None (and one
+        line said) when they cannot be made (not root)."""
+        if getattr(self, "_veth", None) is not None:
+            return self._veth or None
+        self._veth = ()
+        if os.geteuid() != 0:
+            say("  veth: skipped (network namespaces need root)")
+            return None
+        tag = f"ubench{os.getpid()}"
+        ns = (f"{tag}-s", f"{tag}-c")
+        cmds = [["ip", "netns", "add", ns[0]], ["ip", "netns", "add", ns[1]],
+                ["ip", "link", "add", f"{tag}a", "type", "veth", "peer", "name", f"{tag}b"],
+                ["ip", "link", "set", f"{tag}a", "netns", ns[0]], ["ip", "link", "set", f"{tag}b", "netns", ns[1]]]
+        for i, (n, dev) in enumerate(zip(ns, (f"{tag}a", f"{tag}b"))):
+            cmds += [["ip", "-n", n, "link", "set", dev, "name", "rnic0"],
+                     ["ip", "-n", n, "addr", "add", f"{self.VETH_ADDR[i]}/24", "dev", "rnic0"],
+                     ["ip", "-n", n, "link", "set", "rnic0", "up"], ["ip", "-n", n, "link", "set", "lo", "up"]]
+        self._veth_ns = ns
+        for c in cmds:
+            r = subprocess.run(c, capture_output=True, text=True, timeout=10)
+            if r.returncode != 0:
+                say(f"  veth: skipped ({' '.join(c)}: {r.stderr.strip()})")
+                self.drop_veth()
+                return None
+        self._veth = ns
+        return ns
+
+    def drop_veth(self):
+        for n in getattr(self, "_veth_ns", ()):
+            pids = subprocess.run(["ip", "netns", "pids", n], capture_output=True, text=True).stdout.split()
+            for pid in pids:
+                try:
+                    os.kill(int(pid), signal.SIGKILL)
+                except (ProcessLookupError, ValueError):
+                    pass
+            subprocess.run(["ip", "netns", "del", n], capture_output=True)
+        self._veth_ns = ()
+        self._veth = ()
+
+    def mac_in(self, ns, dev="rnic0"):
+        r = subprocess.run(["ip", "netns", "exec", ns, "cat", f"/sys/class/net/{dev}/address"],
+                           capture_output=True, text=True, timeout=10)
+        return r.stdout.strip()
 
     def start_daemon(self):
         """Our own uroced for the whole run (found by name by the library), ended at the end."""
@@ -256,7 +308,9 @@ class Bench:
                 srv = self.spawn(server, env, slog, self.a.srv_cpu)
                 if port:
                     deadline = time.monotonic() + 10
-                    while not port_bound(port, proto) and time.monotonic() < deadline and srv.poll() is None:
+                    # In the server's network namespace (the veth group's servers run in one).
+                    while (not port_bound(port, proto, srv.pid) and time.monotonic() < deadline
+                           and srv.poll() is None):
                         time.sleep(0.02)
                 else:
                     time.sleep(0.3)
@@ -677,6 +731,87 @@ def group_udp(b):
             b.fail("udp_pingpong", UDP_ACK, "lat", s, "us", f"rc={rc}")
 
 
+def group_veth(b):
+    """Two "hosts" (network namespaces joined by a veth pair, server in one, client in the
+    other): the raw floors (UDP sockets, AF_XDP) and uroce's network link under perftest.
+    Root only."""
+    ns = b.veth()
+    if not ns:
+        return
+    srv_ip, _cli_ip = b.VETH_ADDR
+    in_ns = lambda n, argv: ["ip", "netns", "exec", n] + argv
+    ms = "30" if b.a.quick else "150"
+    # Raw UDP (busy-polled sockets), as group udp but across the veth.
+    u = os.path.join(b.bin, "udp_pingpong")
+    port = b.next_port()
+    rc, text = b.run("veth", "udp_pingpong", in_ns(ns[1], [u, "-H", srv_ip, "client", str(port), ms]
+                                                    + [str(s) for s in LAT_POINTS]),
+                     server=in_ns(ns[0], [u, "-H", srv_ip, "server", str(port), str(b.a.run_timeout)]),
+                     port=port, proto="udp")
+    got = {int(r["size"]): r for r in parse_kv_lines(text, "udp_pingpong")}
+    for s in LAT_POINTS:
+        r = got.get(s)
+        if r:
+            b.record("udp_pingpong", "veth udp busy-poll", "lat", s, r["oneway_us"], "us", extra=f"lost={r['lost']}")
+        else:
+            b.fail("udp_pingpong", "veth udp busy-poll", "lat", s, "us", f"rc={rc}")
+    # Raw AF_XDP (generic XDP on the veth, both ends spinning on their rings).
+    x = os.path.join(b.bin, "xdp_pingpong")
+    sizes = [s for s in LAT_POINTS if s <= 2048]
+    if os.access(x, os.X_OK):
+        rc, text = b.run("veth", "xdp_pingpong", in_ns(ns[1], [x, "client", "rnic0", srv_ip, b.mac_in(ns[0]), ms]
+                                                        + [str(s) for s in sizes]),
+                         server=in_ns(ns[0], [x, "server", "rnic0", str(b.a.run_timeout)]))
+        got = {int(r["size"]): r for r in parse_kv_lines(text, "xdp_pingpong")}
+        for s in sizes:
+            r = got.get(s)
+            if r:
+                b.record("xdp_pingpong", "veth AF_XDP (generic)", "lat", s, r["oneway_us"], "us",
+                         extra=f"lost={r['lost']}")
+            else:
+                b.fail("xdp_pingpong", "veth AF_XDP (generic)", "lat", s, "us", f"rc={rc}")
+    # uroce's UDP-socket link: perftest between the namespaces, each with its own uroced.
+    env = dict(b.uroce_env, UROCE_UROCED=os.path.join(b.a.uroce, "bin", "uroced"))
+    env.pop("UROCE_DAEMON_NAME", None)
+
+    def pair(tool, args, name):
+        port = b.next_port()
+        srv = [tool, "-d", "uroce_rnic0", "-x", "1", "-p", str(port)] + args
+        return b.run("veth", "udp-" + name, in_ns(ns[1], srv + [srv_ip]), server=in_ns(ns[0], srv), env=env,
+                     port=port, srv_grace=10)
+    for tool in ("ib_send_lat", "ib_write_lat", "ib_read_lat"):
+        rc, text = pair(tool, ["-s", "2", "-n", str(b.it(20000))], f"{tool}-2")
+        rows = [r for r in parse_perftest_lat(text) if r[0] == 2]
+        if rc == 0 and rows:
+            b.record(tool, "uroce UDP veth", "lat", 2, rows[0][1], "us", rows[0][2])
+        else:
+            b.fail(tool, "uroce UDP veth", "lat", 2, "us", f"rc={rc}")
+    for tool in ("ib_write_bw", "ib_send_bw"):
+        for s in (65536, 1 << 20):
+            rc, text = pair(tool, ["-s", str(s), "-D", "1"], f"{tool}-{s}")
+            rows = [r for r in parse_perftest_bw(text) if r[0] == s]
+            if rc == 0 and rows:
+                b.record(tool, "uroce UDP veth", "bw", s, f"{rows[0][1]:.4f}", "GB/s")
+            else:
+                b.fail(tool, "uroce UDP veth", "bw", s, "GB/s", f"rc={rc}")
+    # qperf's TCP across the veth.
+    port = b.next_port()
+    tests = [("tcp_lat", 2, "latency", "lat"), ("tcp_bw", 65536, "bw", "bw"), ("tcp_bw", 1 << 20, "bw", "bw")]
+    clients = [in_ns(ns[1], ["qperf", srv_ip, "-lp", str(port), "-ip", str(port + 1), "-t", "1", "-m", str(s), t])
+               for t, s, _, _ in tests]
+    rc, text = b.run("veth", "qperf", clients[0], server=in_ns(ns[0], ["qperf", "-lp", str(port)]), port=port,
+                     srv_grace=0.5, extra_clients=clients[1:])
+    blocks = re.split(r"(?m)^(tcp_lat|tcp_bw):\s*$", text)
+    found = [(blocks[i], blocks[i + 1]) for i in range(1, len(blocks) - 1, 2)]
+    for idx, (t, s, key, kind) in enumerate(tests):
+        v = parse_qperf(found[idx][1], key) if idx < len(found) and found[idx][0] == t else None
+        unit = "us" if kind == "lat" else "GB/s"
+        if v is None:
+            b.fail(t, "qperf tcp veth", kind, s, unit, f"rc={rc}")
+        else:
+            b.record(t, "qperf tcp veth", kind, s, f"{v:.4f}", unit)
+
+
 def parse_cmtime(text):
     """-> {step: (total_ms, max_ms, min_us, us_per_conn)} from cmtime's table."""
     rows = {}
@@ -750,7 +885,7 @@ def group_cm(b):
 
 
 GROUPS = {"limits": group_limits, "uroce": group_uroce, "uroce_udp": group_uroce_udp, "ucx": group_ucx,
-          "fabric": group_fabric, "qperf": group_qperf, "udp": group_udp, "cm": group_cm}
+          "fabric": group_fabric, "qperf": group_qperf, "udp": group_udp, "cm": group_cm, "veth": group_veth}
 
 
 def main():

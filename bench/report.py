@@ -26,7 +26,7 @@ DISTURBED_PCT = 25  # other workloads took more than this % of the machine durin
 UCX_SHM = ("ucp posix,cma", "ucp sysv,cma")
 UDP_ACK = "udp busy-poll + ACK (GSO)"  # bench/harness.py: udp_pingpong -a
 PEER_COLS = ["UCX shm", "UCX tcp", "libfabric shm", "libfabric tcp", "libfabric udp", "libfabric udp;rxd",
-             "qperf tcp", "UDP", "UDP+ACK"]
+             "qperf tcp", "UDP", "UDP+ACK", "AF_XDP"]
 
 
 def num(s):
@@ -207,6 +207,30 @@ def table_rows(d):
              "UCX tcp": d.stat("tag_bw", "ucp tcp", "rate", 2)}
     out.append(("rate", "ib_send_bw 2 B, post list", "Mmsg/s", "higher", u, peers, (None, "")))
     out += network_rows(d)
+    out += veth_rows(d)
+    return out
+
+
+def veth_rows(d):
+    """Two network namespaces joined by a veth pair (group veth): uroce's network link under
+    perftest beside qperf tcp and the raw ping-pongs over the same veth; the limit column is the
+    raw AF_XDP ping-pong (latency) or qperf TCP (bandwidth)."""
+    out = []
+    if d.stat("ib_send_lat", "uroce UDP veth", "lat", 2).n == 0:
+        return out
+    for tool in ("ib_send_lat", "ib_write_lat", "ib_read_lat"):
+        u = d.stat(tool, "uroce UDP veth", "lat", 2)
+        peers = {"qperf tcp": d.stat("tcp_lat", "qperf tcp veth", "lat", 2),
+                 "UDP": d.stat("udp_pingpong", "veth udp busy-poll", "lat", 2),
+                 "AF_XDP": d.stat("xdp_pingpong", "veth AF_XDP (generic)", "lat", 2)}
+        lim = (d.med("xdp_pingpong", "veth AF_XDP (generic)", "lat", 2), "AF_XDP ½RTT")
+        out.append(("lat", f"{tool} 2 B (UDP link, veth)", "µs", "lower", u, peers, lim))
+    for tool in ("ib_write_bw", "ib_send_bw"):
+        for s in (65536, 1 << 20):
+            u = d.stat(tool, "uroce UDP veth", "bw", s)
+            qt = d.stat("tcp_bw", "qperf tcp veth", "bw", s)
+            out.append(("bw", f"{tool} {size_label(s)} (UDP link, veth)", "GB/s", "higher", u, {"qperf tcp": qt},
+                        (qt.med, "qperf tcp")))
     return out
 
 
@@ -716,6 +740,12 @@ def write_results(d, args, tgt, table_md, plot_rel):
              " `process_vm_writev`/`readv` per operation); UCX tcp = `ucp_put_bw` over tcp; qperf ="
              " `tcp_bw`; limit = single-core memcpy of that size (`bench/src/memcpy_bw.c`).")
     L.append("- **SEND bandwidth / rate**: UCX = `tag_bw` (posix,cma / tcp).")
+    L.append("- **(veth) rows**: server and client in two network namespaces joined by a veth pair"
+             " (`bench/harness.py` group veth, root only), uroce on device `uroce_rnic0` with its own"
+             " uroced per namespace; qperf = `tcp_lat` / `tcp_bw` across the veth; UDP ="
+             " `udp_pingpong -H` across the veth; AF_XDP = `bench/xdp_pingpong`: uroce's XDP program"
+             " (generic mode) and AF_XDP sockets, both ends spinning on their rings, whole frames with"
+             " nothing computed (the floor of an AF_XDP link).")
     L.append("")
     L.append("Latency is the median (perftest `t_typical`, UCX 50th percentile, our programs' median"
              " batch) except libfabric `fi_pingpong` and qperf, which only report a mean. uroce's"

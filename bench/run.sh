@@ -11,17 +11,19 @@
 #      trip, shm ping-pong, one process_vm_writev/readv); server and client
 #      pinned to different CPUs; every pass runs everything once;
 #   3. bench/report.py: the table (stdout), PNG plots, bench/RESULTS.md and bench/plots/.
-# Everything runs on 127.0.0.1 or shared memory, under timeouts, and every
-# process the harness starts is ended by its process group. Not a test: nothing
-# here is registered with CTest.
+# Everything runs on 127.0.0.1, shared memory or in network namespaces of its
+# own (group veth), under timeouts, and every process the harness starts is
+# ended by its process group. Not a test: nothing here is registered with CTest.
 #
 # Usage: bench/run.sh [-r N] [-o DIR] [-g GROUPS] [--quick] [--no-setup] [--no-build]
 #                     [--no-sweeps] [--no-results]
 #   -r N          passes (default 3); the table shows medians with [min-max]
 #   -o DIR        output directory (default bench/out/<timestamp>): raw.tsv, logs/,
 #                 bin/, table.md, latency.png, bandwidth.png
-#   -g GROUPS     comma list of limits,uroce,uroce_udp,ucx,fabric,qperf,udp,cm (default: all;
+#   -g GROUPS     comma list of limits,uroce,uroce_udp,ucx,fabric,qperf,udp,cm,veth (default: all;
 #                 uroce_udp: the same perftest tools over the network link, UROCE_LINK=udp;
+#                 veth: two network namespaces joined by a veth pair, root only: raw UDP
+#                 and raw AF_XDP ping-pongs, uroce's UDP link under perftest, qperf tcp;
 #                 cm: connection set-up, cmtime over uroce's librdmacm beside TCP connects)
 #   --quick       1 pass, 1/10 of the iterations; implies --no-results
 #   --no-results  leave bench/RESULTS.md and bench/plots/ alone
@@ -77,8 +79,9 @@ if ((build)); then
   else
     timeout 600 cmake -S . -B build -G Ninja >"$out/logs/cmake.log"
   fi
-  # What perftest and cmtime need: the drop-in libraries and the daemon.
-  timeout 1800 cmake --build build --target ibverbs rdmacm uroced >>"$out/logs/cmake.log" 2>&1 ||
+  # What perftest and cmtime need: the drop-in libraries and the daemon; the
+  # raw AF_XDP ping-pong (built from uroce's AF_XDP pieces).
+  timeout 1800 cmake --build build --target ibverbs rdmacm uroced xdp_pingpong >>"$out/logs/cmake.log" 2>&1 ||
     { tail -30 "$out/logs/cmake.log" >&2; exit 1; }
 fi
 [[ -e build/lib/libibverbs.so.1 && -x build/bin/uroced ]] ||
@@ -97,6 +100,7 @@ cp -a build/bin/uroced "$snap/bin/"
   echo "libibverbs.so.1 sha256: $(sha256sum "$snap/lib/libibverbs.so.1" | cut -d' ' -f1)"
 } >"$snap/VERSION"
 
+cp -a build/bin/xdp_pingpong "$out/bin/" 2>/dev/null || true
 say "compile: bench/src -> $out/bin"
 for src in bench/src/*.c; do
   name=$(basename "$src" .c)

@@ -20,6 +20,9 @@ packages=(
   python3-pyverbs
   # test and library dependencies
   libgtest-dev googletest zlib1g-dev libisal-dev libfmt-dev libpcap-dev libcli11-dev
+  # the AF_XDP link: libbpf loads uroced's XDP program (built by clang for
+  # the BPF target), libxdp's xsk.h has the AF_XDP ring operations
+  libbpf-dev libxdp-dev
   # tools the scripts and tests use; network namespaces for the multi-host
   # tests: veth pairs (iproute2), packet loss (nftables: this kernel has no
   # netem), checksum offload off on veth (ethtool)

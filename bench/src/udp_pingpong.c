@@ -1,8 +1,9 @@
-/* Raw UDP ping-pong on 127.0.0.1, both ends busy-polling non-blocking sockets:
- * the floor of any design that moves each message through the kernel's UDP
- * stack (as RoCE v2 over a socket would).
- *   udp_pingpong [-a] server PORT MAXSEC
- *   udp_pingpong [-a] client PORT MS_PER_SIZE SIZE...   (SIZE <= 65487 with -a)
+/* Raw UDP ping-pong on 127.0.0.1 (or, with -H, the server's IPv4 address:
+ * between two network namespaces), both ends busy-polling non-blocking
+ * sockets: the floor of any design that moves each message through the
+ * kernel's UDP stack (as RoCE v2 over a socket would).
+ *   udp_pingpong [-a] [-H IPV4] server PORT MAXSEC
+ *   udp_pingpong [-a] [-H IPV4] client PORT MS_PER_SIZE SIZE...   (SIZE <= 65487 with -a)
  * The server echoes every datagram and exits on an empty one or after MAXSEC.
  * -a (both ends): every message travels with a 20-byte second datagram in the
  * same send (UDP GSO; read as one with UDP_GRO and recvmsg), the size of an RC
@@ -81,18 +82,32 @@ static ssize_t recv_until(int fd, uint64_t deadline_ns) {
 }
 
 int main(int argc, char** argv) {
-  if (argc > 1 && strcmp(argv[1], "-a") == 0) {
-    g_ack = 1;
-    ++argv;
-    --argc;
+  const char* host = NULL;
+  for (;;) {
+    if (argc > 1 && strcmp(argv[1], "-a") == 0) {
+      g_ack = 1;
+      ++argv;
+      --argc;
+    } else if (argc > 2 && strcmp(argv[1], "-H") == 0) {
+      host = argv[2];
+      argv += 2;
+      argc -= 2;
+    } else {
+      break;
+    }
   }
   if (argc < 4) {
-    fprintf(stderr, "usage: %s [-a] server PORT MAXSEC | [-a] client PORT MS_PER_SIZE SIZE...\n", argv[0]);
+    fprintf(stderr, "usage: %s [-a] [-H IPV4] server PORT MAXSEC | [-a] [-H IPV4] client PORT MS_PER_SIZE SIZE...\n",
+            argv[0]);
     return 2;
   }
   int server = strcmp(argv[1], "server") == 0;
   struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(argv[2]))};
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (host && inet_pton(AF_INET, host, &addr.sin_addr) != 1) {
+    fprintf(stderr, "udp_pingpong: %s is no IPv4 address\n", host);
+    return 2;
+  }
   int fd = socket(AF_INET, SOCK_DGRAM, 0);
   if (fd < 0) bu_die("socket");
   int one = 1;

@@ -45,6 +45,14 @@ enum class MsgType : uint32_t {
   // -> a memfd with a report of every QP and device uroced serves, with
   // their counters (core/report.h)
   kReport = 14,
+  // The AF_XDP link (daemon/xdp_ports.h), arg[0] = interface index:
+  // -> a fresh AF_XDP socket for the interface's queue 0 (EBUSY: another
+  // process has it; EPERM: uroced lacks the privileges)
+  kXskOpen = 15,
+  // the socket is bound: frames for the steered QPs go to it from now on
+  kXskReady = 16,
+  // qpn, arg[1] = 1: frames for this QP (the client's) go to its socket; 0: to the kernel
+  kXskSteer = 17,
 };
 
 struct Request {

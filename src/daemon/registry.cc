@@ -223,6 +223,11 @@ void Registry::free_qpn(int client_fd, uint32_t qpn) {
   if (share.qpns) --share.qpns;
 }
 
+bool Registry::owns_qpn(int client_fd, uint32_t qpn) {
+  auto it = qpns_.find(qpn);
+  return it != qpns_.end() && !it->second.is_srq && find_ctx(client_fd, it->second.ctx_id) != nullptr;
+}
+
 Result<uint32_t> Registry::alloc_key(int client_fd, uint32_t ctx_id, uint32_t slot) {
   if (!find_ctx(client_fd, ctx_id) || slot == 0 || slot >= core::kMaxMrPerContext) return Status(EINVAL);
   uint16_t r = 0;

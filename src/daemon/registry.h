@@ -57,6 +57,8 @@ class Registry {
   Result<uint32_t> alloc_qpns(int client_fd, uint32_t ctx_id, uint64_t off, uint64_t stride, uint32_t n,
                               bool is_srq, uint32_t* out);
   void free_qpn(int client_fd, uint32_t qpn);
+  /// Whether QP number `qpn` (not an XRC SRQ's) is one of `client_fd`'s.
+  bool owns_qpn(int client_fd, uint32_t qpn);
   /// A key for MR table slot `slot`: the slot in the low bits, random high bits.
   Result<uint32_t> alloc_key(int client_fd, uint32_t ctx_id, uint32_t slot);
   struct Resolved {

@@ -33,6 +33,7 @@ void Requests::close(int fd) {
   auto it = clients_.find(fd);
   if (it == clients_.end()) return;
   registry_.client_gone(fd);
+  if (hooks_.xdp) hooks_.xdp->client_gone(fd);
   auto p = per_pid_.find(it->second.pid);
   if (p != per_pid_.end() && --p->second == 0) per_pid_.erase(p);
   clients_.erase(it);
@@ -140,6 +141,7 @@ Requests::Answer Requests::handle(int fd, const void* msg, size_t len, int passe
       alloc_qpns(fd, req, req.ctx_id, reply);
       break;
     case MsgType::kFreeQpn:
+      if (hooks_.xdp && registry_.owns_qpn(fd, req.qpn)) hooks_.xdp->qpn_freed(fd, req.qpn);
       registry_.free_qpn(fd, req.qpn);
       a.send = false;  // posted: the client goes on without an answer
       break;
@@ -186,6 +188,40 @@ Requests::Answer Requests::handle(int fd, const void* msg, size_t len, int passe
       a.fd = registry_.report(getpid());
       a.close_fd = true;
       if (a.fd < 0) reply->status = EIO;
+      break;
+    case MsgType::kXskOpen: {
+      if (!hooks_.xdp) {
+        reply->status = EOPNOTSUPP;
+        break;
+      }
+      // Only a device's interface (never loopback: its devices use shared memory).
+      bool device = false;
+      if (hooks_.devices)
+        for (const core::DeviceInfo& d : hooks_.devices())
+          device |= d.ifindex == req.arg[0] && !d.is_loopback;
+      if (!device) {
+        reply->status = ENODEV;
+        break;
+      }
+      auto r = hooks_.xdp->open(fd, req.arg[0]);
+      if (r.is_ok()) {
+        a.fd = r.value();
+        a.close_fd = true;
+      } else {
+        reply->status = r.err();
+      }
+      break;
+    }
+    case MsgType::kXskReady:
+      reply->status = hooks_.xdp ? hooks_.xdp->ready(fd, req.arg[0]).err() : EOPNOTSUPP;
+      break;
+    case MsgType::kXskSteer:
+      if (!hooks_.xdp)
+        reply->status = EOPNOTSUPP;
+      else if (req.arg[1] && !registry_.owns_qpn(fd, req.qpn))
+        reply->status = EPERM;  // another process's QP: never steered to this one
+      else
+        reply->status = hooks_.xdp->steer(fd, req.arg[0], req.qpn, req.arg[1] != 0).err();
       break;
     case MsgType::kLinger:
       if (passed >= 0) linger(req, passed);

@@ -24,6 +24,7 @@
 #include "core/device_info.h"
 #include "daemon/linger.h"
 #include "daemon/registry.h"
+#include "daemon/xdp_ports.h"
 
 namespace uroce::daemon {
 
@@ -42,6 +43,8 @@ class Requests {
     std::function<int()> id_watch_fd;
     /// A descriptor uroced must now wait on (a linger's socket).
     std::function<void(int fd)> watch;
+    /// The AF_XDP link's interfaces (none: kXskOpen answers EOPNOTSUPP).
+    XdpPorts* xdp = nullptr;
   };
   Requests(int host_shm_fd, Hooks hooks, ClientLimits limits = {});
 

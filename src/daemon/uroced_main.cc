@@ -78,6 +78,7 @@ class Server {
                                                      .devices = discover_devices,
                                                      .id_watch_fd = [this] { return frames_.client_fd(); },
                                                      .watch = [this](int fd) { add_fd(fd); },
+                                                     .xdp = &xdp_,
                                                  });
     cm_ = std::make_unique<CmService>(
         CmService::Hooks{
@@ -280,6 +281,7 @@ class Server {
   int spare_fd_ = -1;  // given up to take a connection when out of descriptors
   FrameWatch frames_;
   Gsi gsi_;
+  XdpPorts xdp_;  // before requests_, which points at it
   std::unique_ptr<Requests> requests_;
   std::unique_ptr<CmService> cm_;
 };

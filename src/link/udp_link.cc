@@ -62,13 +62,10 @@ uint64_t wall_ns() {
   return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
 }
 
-constexpr size_t kMaxHeaders = wire::kIpv6HeaderBytes + wire::kUdpHeaderBytes;
+}  // namespace
 
-/// The IP and UDP headers Linux writes for the datagram `payload` of `len`
-/// bytes (see the header comment) into `h`; returns their length. The
-/// checksums only with `payload` (for a capture: the ICRC masks them).
-size_t headers_for(const UdpAddr& src, const UdpAddr& dst, size_t len, uint8_t h[kMaxHeaders],
-                   uint16_t id = 0, const uint8_t* payload = nullptr) {
+size_t ip_udp_headers(const UdpAddr& src, const UdpAddr& dst, size_t len, uint8_t h[kMaxIpUdpHeaders],
+                      uint16_t id, const uint8_t* payload) {
   if (src.ip.is_v4()) {
     wire::Ipv4UdpFields f;
     f.src = src.ip.ip4();
@@ -89,14 +86,11 @@ size_t headers_for(const UdpAddr& src, const UdpAddr& dst, size_t len, uint8_t h
   return wire::kIpv6HeaderBytes + wire::kUdpHeaderBytes;
 }
 
-/// The ICRC of `ib` (BTH up to the ICRC) sent from `src` to `dst` over IPv6.
 uint32_t icrc_v6(const UdpAddr& src, const UdpAddr& dst, std::span<const uint8_t> ib) {
-  uint8_t h[kMaxHeaders];
-  headers_for(src, dst, ib.size() + wire::kIcrcBytes, h);
+  uint8_t h[kMaxIpUdpHeaders];
+  ip_udp_headers(src, dst, ib.size() + wire::kIcrcBytes, h);
   return wire::icrc({h, wire::kIpv6HeaderBytes}, {h + wire::kIpv6HeaderBytes, wire::kUdpHeaderBytes}, ib);
 }
-
-}  // namespace
 
 SockAddr sockaddr_of(const UdpAddr& a) {
   SockAddr s;
@@ -260,8 +254,8 @@ void UdpEndpoint::seal(uint8_t* d, size_t len, const UdpAddr& to, uint16_t id, b
                  v6_ ? icrc_v6(local_, to, {d, n})
                      : icrc_.compute({local_.ip.raw4(), to.ip.raw4(), local_.port, to.port}, id, {d, n}));
   if (capture && capture_) {
-    uint8_t hdr[kMaxHeaders];
-    const size_t hl = headers_for(local_, to, len, hdr, id, d);
+    uint8_t hdr[kMaxIpUdpHeaders];
+    const size_t hl = ip_udp_headers(local_, to, len, hdr, id, d);
     capture_->write({hdr, hl}, {d, len}, wall_ns(), true);
   }
 }
@@ -477,8 +471,8 @@ void UdpEndpoint::hand_on(std::span<const uint8_t> p, const UdpAddr& src, uint16
   // Captured once it is known to be a RoCE packet (what failed the ICRC is
   // only counted: the capture shows what the transport saw).
   if (capture_) {
-    uint8_t hdr[kMaxHeaders];
-    const size_t hl = headers_for(src, local_, p.size(), hdr, id, p.data());
+    uint8_t hdr[kMaxIpUdpHeaders];
+    const size_t hl = ip_udp_headers(src, local_, p.size(), hdr, id, p.data());
     capture_->write({hdr, hl}, p, wall_ns(), false);
   }
   wire::Packet pk;

@@ -29,6 +29,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,16 @@ struct SockAddr {
 SockAddr sockaddr_of(const UdpAddr& a);
 /// The address a socket call filled in (IPv4 or IPv6).
 UdpAddr udp_addr_of(const sockaddr* s);
+
+constexpr size_t kMaxIpUdpHeaders = 48;  // IPv6 + UDP
+/// The IP and UDP headers Linux writes for a RoCE v2 datagram of `len`
+/// bytes (BTH .. ICRC) from `src` to `dst` (see the header comment: DF, no
+/// options, identification `id`) into `h`; returns their length. The
+/// checksums only with `payload` (for a capture: the ICRC masks them).
+size_t ip_udp_headers(const UdpAddr& src, const UdpAddr& dst, size_t len, uint8_t h[kMaxIpUdpHeaders],
+                      uint16_t id = 0, const uint8_t* payload = nullptr);
+/// The ICRC of `ib` (BTH up to the ICRC) sent from `src` to `dst` over IPv6.
+uint32_t icrc_v6(const UdpAddr& src, const UdpAddr& dst, std::span<const uint8_t> ib);
 
 class UdpEndpoint {
  public:

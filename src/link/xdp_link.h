@@ -1,0 +1,89 @@
+// The AF_XDP link's frames (docs/afxdp-link.md): RoCE v2 packets written
+// as whole Ethernet frames into an AF_XDP socket (link/xsk.h) and read back
+// from it. uroce writes every header itself: the IP and UDP headers Linux
+// would write for the UDP-socket link (link/udp_link.h: DF, identification
+// 0, so a peer on UDP sockets believes them as it believes Linux's), and
+// the ICRC over exactly those bytes. A received frame's ICRC is checked
+// over the headers as received: nothing is guessed. The fault injector
+// (UROCE_FAULTS) and the capture (UROCE_CAPTURE) see the same packets as on
+// the UDP-socket link.
+//
+// One port per process and interface; its QPs send from any thread (a lock
+// guards the send ring), the engine receives.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "common/counted.h"
+#include "common/spin_lock.h"
+#include "common/status.h"
+#include "link/fault_injector.h"
+#include "link/udp_link.h"
+#include "link/xsk.h"
+#include "wire/icrc.h"
+#include "wire/packet.h"
+#include "wire/pcap_writer.h"
+
+namespace uroce::link {
+
+class XdpPort {
+ public:
+  struct Options {
+    uint8_t mac[6] = {};  // the interface's
+    FaultConfig faults;
+    std::shared_ptr<wire::PcapWriter> capture;
+  };
+  struct Stats {
+    uint64_t sent = 0, send_full = 0, received = 0, bad_icrc = 0, malformed = 0, not_roce = 0, cnp = 0;
+    uint64_t sent_bytes = 0, received_bytes = 0;  // RoCE packets, BTH to ICRC
+  };
+  using OnPacket = UdpEndpoint::OnPacket;
+
+  XdpPort(std::unique_ptr<XskSocket> xsk, const Options& o);
+  XdpPort(const XdpPort&) = delete;
+  XdpPort& operator=(const XdpPort&) = delete;
+
+  /// Encodes `p` (bth.pad is set) into a frame from `from` to `to` (its port
+  /// is normally 4791) for the neighbour `dst_mac`, and queues it; flush()
+  /// hands the queue to the kernel. EAGAIN when every send frame is in
+  /// flight (counted; the transport's retransmission covers it, as a full
+  /// socket buffer's drop does).
+  Status send(wire::Packet& p, const UdpAddr& from, const UdpAddr& to, const uint8_t dst_mac[6]);
+  /// Sends what send() queued (one system call: copy mode's kick).
+  void flush();
+  /// Sends a packet the fault injector still holds back (call when idle).
+  void flush_faults();
+  /// Hands the RoCE packets among up to `max` received frames, whose ICRC
+  /// and headers check out, to `on_packet`; never blocks.
+  int poll(OnPacket on_packet, int max = 64);
+  int fd() const { return xsk_->fd(); }
+  const Stats& stats() const { return stats_.get(); }
+  /// Counts into `s` (e.g. shared memory uroced reads) from now on.
+  void count_into(Stats* s) { stats_.use(s); }
+
+ private:
+  /// Writes the frame of `ib` (BTH .. ICRC, ICRC included) into the socket's next send frame.
+  Status emit(std::span<const uint8_t> ib, const UdpAddr& from, const UdpAddr& to, const uint8_t dst_mac[6]);
+  void on_frame(std::span<const uint8_t> f, OnPacket on_packet);
+
+  std::unique_ptr<XskSocket> xsk_;
+  Options opt_;
+  SpinLock tx_mu_;  // the send ring, the ICRC cache, the fault injector
+  wire::Ipv4Icrc tx_icrc_, rx_icrc_;
+  std::unique_ptr<FaultInjector> faults_;
+  // Where the fault injector's held packets go: its tag is an index here.
+  struct Dest {
+    UdpAddr from, to;
+    uint8_t mac[6];
+  };
+  std::vector<Dest> dests_;
+  uint64_t tag_of(const UdpAddr& from, const UdpAddr& to, const uint8_t mac[6]);
+  FaultInjector::Emit emit_tagged();
+  std::vector<uint8_t> tx_;
+  Counted<Stats> stats_;
+};
+
+}  // namespace uroce::link
