@@ -31,8 +31,9 @@ set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_ARCHITECTURE amd64)
 set(CPACK_DEBIAN_PACKAGE_SECTION libs)
 # What the binaries link (ldd): the C/C++ runtime, zlib and ISA-L for the
-# ICRC, libpcap for `uroce capture` (the library opens it only when capturing).
-set(CPACK_DEBIAN_PACKAGE_DEPENDS "libc6 (>= 2.36), libstdc++6 (>= 12), libgcc-s1, zlib1g, libpcap0.8")
+# ICRC, libpcap for `uroce capture` (the library opens it only when capturing),
+# libbpf for uroced's XDP program (docs/afxdp-link.md).
+set(CPACK_DEBIAN_PACKAGE_DEPENDS "libc6 (>= 2.36), libstdc++6 (>= 12), libgcc-s1, zlib1g, libpcap0.8, libbpf1")
 if(ISAL_FOUND)
   string(APPEND CPACK_DEBIAN_PACKAGE_DEPENDS ", libisal2")
 endif()
