@@ -733,8 +733,8 @@ def group_udp(b):
 
 def group_veth(b):
     """Two "hosts" (network namespaces joined by a veth pair, server in one, client in the
-    other): the raw floors (UDP sockets, AF_XDP) and uroce's network link under perftest.
-    Root only."""
+    other): the raw floors (UDP sockets, AF_XDP) and uroce's network link under perftest, on
+    UDP sockets and on AF_XDP. Root only."""
     ns = b.veth()
     if not ns:
         return
@@ -770,30 +770,33 @@ def group_veth(b):
                          extra=f"lost={r['lost']}")
             else:
                 b.fail("xdp_pingpong", "veth AF_XDP (generic)", "lat", s, "us", f"rc={rc}")
-    # uroce's UDP-socket link: perftest between the namespaces, each with its own uroced.
-    env = dict(b.uroce_env, UROCE_UROCED=os.path.join(b.a.uroce, "bin", "uroced"))
-    env.pop("UROCE_DAEMON_NAME", None)
+    # uroce under perftest between the namespaces, each with its own uroced: the RC QPs on
+    # the UDP-socket link, then on the AF_XDP link (UROCE_LINK_XDP=require: fails rather
+    # than fall back).
+    for link, xdp_env, transport in (("udp", "0", "uroce UDP veth"), ("xdp", "require", "uroce AF_XDP veth")):
+        env = dict(b.uroce_env, UROCE_UROCED=os.path.join(b.a.uroce, "bin", "uroced"), UROCE_LINK_XDP=xdp_env)
+        env.pop("UROCE_DAEMON_NAME", None)
 
-    def pair(tool, args, name):
-        port = b.next_port()
-        srv = [tool, "-d", "uroce_rnic0", "-x", "1", "-p", str(port)] + args
-        return b.run("veth", "udp-" + name, in_ns(ns[1], srv + [srv_ip]), server=in_ns(ns[0], srv), env=env,
-                     port=port, srv_grace=10)
-    for tool in ("ib_send_lat", "ib_write_lat", "ib_read_lat"):
-        rc, text = pair(tool, ["-s", "2", "-n", str(b.it(20000))], f"{tool}-2")
-        rows = [r for r in parse_perftest_lat(text) if r[0] == 2]
-        if rc == 0 and rows:
-            b.record(tool, "uroce UDP veth", "lat", 2, rows[0][1], "us", rows[0][2])
-        else:
-            b.fail(tool, "uroce UDP veth", "lat", 2, "us", f"rc={rc}")
-    for tool in ("ib_write_bw", "ib_send_bw"):
-        for s in (65536, 1 << 20):
-            rc, text = pair(tool, ["-s", str(s), "-D", "1"], f"{tool}-{s}")
-            rows = [r for r in parse_perftest_bw(text) if r[0] == s]
+        def pair(tool, args, name, env=env, link=link):
+            port = b.next_port()
+            srv = [tool, "-d", "uroce_rnic0", "-x", "1", "-p", str(port)] + args
+            return b.run("veth", f"{link}-{name}", in_ns(ns[1], srv + [srv_ip]), server=in_ns(ns[0], srv),
+                         env=env, port=port, srv_grace=10)
+        for tool in ("ib_send_lat", "ib_write_lat", "ib_read_lat"):
+            rc, text = pair(tool, ["-s", "2", "-n", str(b.it(20000))], f"{tool}-2")
+            rows = [r for r in parse_perftest_lat(text) if r[0] == 2]
             if rc == 0 and rows:
-                b.record(tool, "uroce UDP veth", "bw", s, f"{rows[0][1]:.4f}", "GB/s")
+                b.record(tool, transport, "lat", 2, rows[0][1], "us", rows[0][2])
             else:
-                b.fail(tool, "uroce UDP veth", "bw", s, "GB/s", f"rc={rc}")
+                b.fail(tool, transport, "lat", 2, "us", f"rc={rc}")
+        for tool in ("ib_write_bw", "ib_send_bw"):
+            for s in (65536, 1 << 20):
+                rc, text = pair(tool, ["-s", str(s), "-D", "1"], f"{tool}-{s}")
+                rows = [r for r in parse_perftest_bw(text) if r[0] == s]
+                if rc == 0 and rows:
+                    b.record(tool, transport, "bw", s, f"{rows[0][1]:.4f}", "GB/s")
+                else:
+                    b.fail(tool, transport, "bw", s, "GB/s", f"rc={rc}")
     # qperf's TCP across the veth.
     port = b.next_port()
     tests = [("tcp_lat", 2, "latency", "lat"), ("tcp_bw", 65536, "bw", "bw"), ("tcp_bw", 1 << 20, "bw", "bw")]

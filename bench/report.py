@@ -213,54 +213,28 @@ def table_rows(d):
 
 def veth_rows(d):
     """Two network namespaces joined by a veth pair (group veth): uroce's network link under
-    perftest beside qperf tcp and the raw ping-pongs over the same veth; the limit column is the
-    raw AF_XDP ping-pong (latency) or qperf TCP (bandwidth)."""
+    perftest, on UDP sockets and on AF_XDP, beside qperf tcp and the raw ping-pongs over the same
+    veth; the limit column is the raw ping-pong of the same kind of socket (latency) or qperf
+    TCP (bandwidth)."""
     out = []
-    if d.stat("ib_send_lat", "uroce UDP veth", "lat", 2).n == 0:
-        return out
-    for tool in ("ib_send_lat", "ib_write_lat", "ib_read_lat"):
-        u = d.stat(tool, "uroce UDP veth", "lat", 2)
-        peers = {"qperf tcp": d.stat("tcp_lat", "qperf tcp veth", "lat", 2),
-                 "UDP": d.stat("udp_pingpong", "veth udp busy-poll", "lat", 2),
-                 "AF_XDP": d.stat("xdp_pingpong", "veth AF_XDP (generic)", "lat", 2)}
-        lim = (d.med("xdp_pingpong", "veth AF_XDP (generic)", "lat", 2), "AF_XDP ½RTT")
-        out.append(("lat", f"{tool} 2 B (UDP link, veth)", "µs", "lower", u, peers, lim))
-    for tool in ("ib_write_bw", "ib_send_bw"):
-        for s in (65536, 1 << 20):
-            u = d.stat(tool, "uroce UDP veth", "bw", s)
-            qt = d.stat("tcp_bw", "qperf tcp veth", "bw", s)
-            out.append(("bw", f"{tool} {size_label(s)} (UDP link, veth)", "GB/s", "higher", u, {"qperf tcp": qt},
-                        (qt.med, "qperf tcp")))
-    return out
-
-
-def network_rows(d):
-    """The network link (UROCE_LINK=udp: RoCE v2 over UDP on 127.0.0.1) beside the socket-based
-    peers; the limit column is the raw UDP ping-pong (latency) or qperf TCP (bandwidth)."""
-    out = []
-    if d.stat("ib_send_lat", "uroce UDP", "lat", 2).n == 0:
-        return out
-    for tool in ("ib_send_lat", "ib_write_lat", "ib_read_lat"):
-        for s in (2, 64, 4096):
-            u = d.stat(tool, "uroce UDP", "lat", s)
-            peers = {"UCX tcp": d.stat("tag_lat", "ucp tcp", "lat", s),
-                     "libfabric tcp": d.stat("fi_pingpong", "libfabric tcp", "lat", s),
-                     "libfabric udp": d.stat("fi_pingpong", "libfabric udp", "lat", s),
-                     "libfabric udp;rxd": d.stat("fi_pingpong", "libfabric udp;ofi_rxd", "lat", s),
-                     "qperf tcp": d.stat("tcp_lat", "qperf tcp", "lat", s),
-                     "UDP": d.stat("udp_pingpong", "udp busy-poll", "lat", s),
-                     "UDP+ACK": d.stat("udp_pingpong", UDP_ACK, "lat", s)}
-            lim = (d.med("udp_pingpong", "udp busy-poll", "lat", s), "UDP ½RTT")
-            out.append(("lat", f"{tool} {size_label(s)} (UDP link)", "µs", "lower", u, peers, lim))
-    for tool in ("ib_write_bw", "ib_read_bw", "ib_send_bw"):
-        for s in (4096, 65536, 1 << 20):
-            u = d.stat(tool, "uroce UDP", "bw", s)
-            peers = {"UCX tcp": d.stat("ucp_put_bw" if tool != "ib_send_bw" else "tag_bw", "ucp tcp", "bw", s)}
-            qt = d.stat("tcp_bw", "qperf tcp", "bw", s)
-            if qt.n:
-                peers["qperf tcp"] = qt
-            out.append(("bw", f"{tool} {size_label(s)} (UDP link)", "GB/s", "higher", u, peers,
-                        (qt.med, "qperf tcp")))
+    for transport, label, lim_tool, lim_tr, lim_name in (
+            ("uroce UDP veth", "UDP link, veth", "udp_pingpong", "veth udp busy-poll", "UDP ½RTT"),
+            ("uroce AF_XDP veth", "AF_XDP link, veth", "xdp_pingpong", "veth AF_XDP (generic)", "AF_XDP ½RTT")):
+        if d.stat("ib_send_lat", transport, "lat", 2).n == 0:
+            continue
+        for tool in ("ib_send_lat", "ib_write_lat", "ib_read_lat"):
+            u = d.stat(tool, transport, "lat", 2)
+            peers = {"qperf tcp": d.stat("tcp_lat", "qperf tcp veth", "lat", 2),
+                     "UDP": d.stat("udp_pingpong", "veth udp busy-poll", "lat", 2),
+                     "AF_XDP": d.stat("xdp_pingpong", "veth AF_XDP (generic)", "lat", 2)}
+            out.append(("lat", f"{tool} 2 B ({label})", "µs", "lower", u, peers,
+                        (d.med(lim_tool, lim_tr, "lat", 2), lim_name)))
+        for tool in ("ib_write_bw", "ib_send_bw"):
+            for s in (65536, 1 << 20):
+                u = d.stat(tool, transport, "bw", s)
+                qt = d.stat("tcp_bw", "qperf tcp veth", "bw", s)
+                out.append(("bw", f"{tool} {size_label(s)} ({label})", "GB/s", "higher", u, {"qperf tcp": qt},
+                            (qt.med, "qperf tcp")))
     return out
 
 

@@ -32,8 +32,10 @@ set(CPACK_DEBIAN_PACKAGE_ARCHITECTURE amd64)
 set(CPACK_DEBIAN_PACKAGE_SECTION libs)
 # What the binaries link (ldd): the C/C++ runtime, zlib and ISA-L for the
 # ICRC, libpcap for `uroce capture` (the library opens it only when capturing),
-# libbpf for uroced's XDP program (docs/afxdp-link.md).
-set(CPACK_DEBIAN_PACKAGE_DEPENDS "libc6 (>= 2.36), libstdc++6 (>= 12), libgcc-s1, zlib1g, libpcap0.8, libbpf1")
+# libbpf for uroced's XDP program, libnl for the AF_XDP link's neighbours
+# (docs/afxdp-link.md).
+set(CPACK_DEBIAN_PACKAGE_DEPENDS
+    "libc6 (>= 2.36), libstdc++6 (>= 12), libgcc-s1, zlib1g, libpcap0.8, libbpf1, libnl-3-200, libnl-route-3-200")
 if(ISAL_FOUND)
   string(APPEND CPACK_DEBIAN_PACKAGE_DEPENDS ", libisal2")
 endif()

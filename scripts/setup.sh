@@ -23,6 +23,8 @@ packages=(
   # the AF_XDP link: libbpf loads uroced's XDP program (built by clang for
   # the BPF target), libxdp's xsk.h has the AF_XDP ring operations
   libbpf-dev libxdp-dev
+  # the kernel's route and neighbour tables (the AF_XDP link's frame destinations)
+  libnl-3-dev libnl-route-3-dev
   # tools the scripts and tests use; network namespaces for the multi-host
   # tests: veth pairs (iproute2), packet loss (nftables: this kernel has no
   # netem), checksum offload off on veth (ethtool)

@@ -355,6 +355,41 @@ Result<uint32_t> ControlClient::open_xrcd(uint64_t dev, uint64_t ino) {
   return rep.key;
 }
 
+Result<int> ControlClient::xsk_open(uint32_t ifindex) {
+  std::lock_guard<std::mutex> g(mu_);
+  Request req{};
+  req.type = uint32_t(MsgType::kXskOpen);
+  req.arg[0] = ifindex;
+  Reply rep;
+  int fd = -1;
+  if (Status st = transact(fd_, req, &rep, -1, &fd); !st) {
+    if (fd >= 0) close(fd);
+    return st;
+  }
+  if (fd < 0) return Status(EIO);
+  return fd;
+}
+
+Status ControlClient::xsk_ready(uint32_t ifindex) {
+  std::lock_guard<std::mutex> g(mu_);
+  Request req{};
+  req.type = uint32_t(MsgType::kXskReady);
+  req.arg[0] = ifindex;
+  Reply rep;
+  return transact(fd_, req, &rep, -1, nullptr);
+}
+
+Status ControlClient::xsk_steer(uint32_t ifindex, uint32_t qpn, bool on) {
+  std::lock_guard<std::mutex> g(mu_);
+  Request req{};
+  req.type = uint32_t(MsgType::kXskSteer);
+  req.qpn = qpn;
+  req.arg[0] = ifindex;
+  req.arg[1] = on ? 1 : 0;
+  Reply rep;
+  return transact(fd_, req, &rep, -1, nullptr);
+}
+
 Result<ControlClient::Resolved> ControlClient::resolve_qpn(uint32_t qpn, bool is_srq) {
   std::lock_guard<std::mutex> g(mu_);
   Request req{};

@@ -66,6 +66,13 @@ class ControlClient {
   /// A memfd holding uroced's report of the QPs and devices it serves
   /// (core/report.h), the caller's to close.
   Result<int> report();
+  /// The AF_XDP link (daemon/xdp_ports.h): an unbound AF_XDP socket for
+  /// queue 0 of interface `ifindex` (the caller's), lent to this process;
+  /// then, bound, it is put to use; then QP `qpn`'s frames go to it (`on`)
+  /// or back to the kernel.
+  Result<int> xsk_open(uint32_t ifindex);
+  Status xsk_ready(uint32_t ifindex);
+  Status xsk_steer(uint32_t ifindex, uint32_t qpn, bool on);
   /// pthread_atfork child handler: drop the inherited connection.
   static void after_fork_child();
 

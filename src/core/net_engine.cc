@@ -34,6 +34,8 @@ constexpr int kMaxEvents = 64;
 constexpr int kExtraTag = 1 << 30;
 // The ready index of the process's inbox (net_forward.h).
 constexpr int kInboxTag = 1 << 29;
+// A ready index with this bit names an AF_XDP port (NetEngine::xdp_).
+constexpr int kXdpTag = 1 << 28;
 constexpr int kMaxRoundsPerSocket = 8;  // batches per readable socket per round
 constexpr int kMaxTouched = 16;         // QPs a batch's ACKs are tracked for (more: all)
 // After a packet, the engine thread keeps reading for this long before it
@@ -106,6 +108,10 @@ void NetEngine::fork_child() {
   slots_.clear();
   extras_.clear();
   parked_.clear();
+  // The parent's AF_XDP sockets are the parent's (uroced lent them to it):
+  // only this copy of their descriptors and memory goes.
+  new (&xdp_mu_) std::mutex();
+  xdp_.clear();
   // The parent's inbox (bound to its pid) is the parent's: only this copy
   // of its descriptor goes.
   inbox_.reset();
@@ -144,6 +150,10 @@ const NetLinkSettings& NetEngine::settings() {
       else
         UROCE_ERR("UROCE_FAULTS=%s: not understood (drop=P,dup=P,reorder=P,corrupt=P,seed=N); no faults", f);
     }
+    if (const char* x = getenv("UROCE_LINK_XDP"); x && *x)
+      settings_.xdp = strcmp(x, "1") == 0         ? XdpUse::kWhenLent
+                      : strcmp(x, "require") == 0 ? XdpUse::kRequired
+                                                  : XdpUse::kNever;
     if (const char* c = getenv("UROCE_CAPTURE"); c && *c) {
       const std::string path = expand_pid(c);
       auto w = wire::PcapWriter::open(path);
@@ -233,6 +243,55 @@ void NetEngine::remove(NetQp* q) {
           "for no QP of this one",
           passed, full, nobody, mine, lost);
   }
+}
+
+link::XdpPort* NetEngine::xdp_port(const DeviceInfo& d, ControlClient* ctl) {
+  if (d.is_loopback || !ctl) return nullptr;
+  std::lock_guard<std::mutex> g(xdp_mu_);
+  for (const Xdp& x : xdp_)
+    if (x.ifindex == d.ifindex) return x.port.get();
+  Xdp x{d.ifindex, nullptr};
+  const NetLinkSettings& link = settings();
+  const char* why = nullptr;  // why this process has no port there
+  int err = 0;
+  if (link.xdp == XdpUse::kNever) {
+    // Said only when asked for (the default says nothing).
+    const char* env = getenv("UROCE_LINK_XDP");
+    why = env && *env ? "UROCE_LINK_XDP asks for UDP sockets" : nullptr;
+  } else if (auto fd = ctl->xsk_open(d.ifindex); !fd.is_ok()) {
+    err = fd.err();
+    why = err == EPERM    ? "uroced lacks CAP_NET_RAW, CAP_NET_ADMIN or CAP_BPF"
+          : err == EBUSY  ? "another process has the interface"
+          : err == EINVAL ? "uroced does not lend AF_XDP sockets (an older uroced)"
+                          : "uroced could not lend an AF_XDP socket";
+  } else if (auto xsk = link::XskSocket::bind(fd.value(), int(d.ifindex), 0, {}); !xsk.is_ok()) {
+    err = xsk.err();
+    why = err == ENOBUFS ? "its packet memory is over RLIMIT_MEMLOCK" : "binding the AF_XDP socket failed";
+  } else if (Status st = ctl->xsk_ready(d.ifindex); !st.is_ok()) {
+    err = st.err();
+    why = "uroced refused the bound socket";
+  } else {
+    link::XdpPort::Options o;
+    memcpy(o.mac, d.mac, 6);
+    o.faults = link.faults;
+    o.capture = link.capture;
+    x.port = std::make_unique<link::XdpPort>(std::move(xsk.value()), o);
+  }
+  if (why)
+    UROCE_INFO("%s: RoCE v2 through UDP sockets, not AF_XDP: %s%s%s", d.name, why, err ? ": " : "",
+               err ? strerror(err) : "");
+  else if (x.port)
+    UROCE_INFO("%s: RoCE v2 through an AF_XDP socket on %s", d.name, d.ifname);
+  link::XdpPort* port = x.port.get();
+  std::lock_guard<std::mutex> r(run_mu_);
+  if (port && ep_ >= 0) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u32 = uint32_t(kXdpTag) | uint32_t(xdp_.size());
+    epoll_ctl(ep_, EPOLL_CTL_ADD, port->fd(), &ev);
+  }
+  xdp_.push_back(std::move(x));
+  return port;
 }
 
 Status NetEngine::add_socket(NetQp* q, link::UdpEndpoint* ep, bool multicast) {
@@ -373,6 +432,18 @@ int NetEngine::round(const int* ready, int n, bool* drained, bool ack_per_batch)
       if (more && drained) *drained = false;
       continue;
     }
+    if (ready[i] >= 0 && (ready[i] & kXdpTag)) {
+      // Frames uroced steered here: for this process's QPs only, never passed on.
+      const size_t x = size_t(ready[i] & ~kXdpTag);
+      if (x >= xdp_.size() || !xdp_[x].port) continue;
+      b.owner = nullptr;
+      b.inbox = true;
+      const int k = xdp_[x].port->poll(dispatch, link::UdpEndpoint::kBatch);
+      got += k;
+      if (ack_per_batch) send_acks();
+      if (k == link::UdpEndpoint::kBatch && drained) *drained = false;
+      continue;
+    }
     if (ready[i] >= 0 && (ready[i] & kExtraTag)) {
       const size_t x = size_t(ready[i] & ~kExtraTag);
       if (x < extras_.size()) q = extras_[x].q, ep = extras_[x].ep, b.group = extras_[x].multicast;
@@ -455,18 +526,26 @@ bool NetEngine::poll_now() {
   // (ib_send_lat 2 B, one QP: 4.8 -> 5.5 us).
   int ready[kMaxEvents];
   int n = 0;
+  // The AF_XDP ports first, every time: looking at a ring is a load, no
+  // system call.
+  for (size_t i = 0; i < xdp_.size() && n < kMaxEvents; ++i)
+    if (xdp_[i].port) ready[n++] = kXdpTag | int(i);
   const bool direct = n_active_.load(std::memory_order_relaxed) <= kDirectReadSockets;
+  // A QP's extra sockets (multicast groups, a UD QP's other addresses), and
+  // the UDP socket of a QP whose frames come through an AF_XDP port (what
+  // came before the steering), every kExtraReadEvery-th time: each is a
+  // receive call more per poll, and most carry little.
+  const bool extras = direct && ++direct_polls_ % kExtraReadEvery == 0;
+  bool skipped = false;  // sockets left unread this time
   for (size_t i = 0; i < slots_.size(); ++i)
     if (NetQp* q = slots_[i]) {
       q->flush_acks();  // what the previous poll held back
-      if (direct && n < kMaxEvents) ready[n++] = int(i);
+      if (!direct || n >= kMaxEvents) continue;
+      // (Left unread, such a socket still counts as drained: after the
+      // steering nothing comes to it, as to an inbox that never had anything.)
+      if (!q->on_xdp() || extras) ready[n++] = int(i);
     }
-  // A QP's extra sockets (multicast groups, a UD QP's other addresses)
-  // every kExtraReadEvery-th time: each is a receive call more per poll,
-  // and most carry little.
-  bool skipped = false;  // extra sockets left unread this time
   if (direct) {
-    const bool extras = ++direct_polls_ % kExtraReadEvery == 0;
     for (size_t i = 0; i < extras_.size() && n < kMaxEvents; ++i)
       if (extras_[i].ep) {
         if (extras)
@@ -609,6 +688,8 @@ void NetEngine::loop() {
       for (size_t i = 0; i < slots_.size() && k < kMaxEvents; ++i)
         if (slots_[i]) all[k++] = int(i);
       if (inbox_used_ && k < kMaxEvents) all[k++] = kInboxTag;
+      for (size_t i = 0; i < xdp_.size() && k < kMaxEvents; ++i)
+        if (xdp_[i].port) all[k++] = kXdpTag | int(i);
       if (round(all, k) > 0) last = fast_now_ns();
     }
   }

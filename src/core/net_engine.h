@@ -15,6 +15,8 @@
 #include <vector>
 
 #include "common/fork_gate.h"
+#include "core/control_client.h"
+#include "core/device_info.h"
 #include "core/net_forward.h"
 #include "core/net_qp.h"
 
@@ -63,6 +65,14 @@ class NetEngine {
   /// engine thread off the sockets for a while (it will poll for the
   /// completions; a thread taking in ACKs meanwhile only competes with it).
   void app_posts();
+  /// The process's AF_XDP port on device `d`'s interface
+  /// (docs/afxdp-link.md), asked of uroced through `ctl` the first time:
+  /// null when this process has none there (UROCE_LINK_XDP=0, loopback,
+  /// uroced without the privileges, another process has the interface: the
+  /// reason is logged once at info level). Its frames for this process's
+  /// QPs are read with the sockets.
+  link::XdpPort* xdp_port(const DeviceInfo& d, ControlClient* ctl);
+
   /// Network QPs alive in this process (poll_now is a no-op when 0).
   static bool active() { return get().n_active_.load(std::memory_order_relaxed) != 0; }
 
@@ -106,6 +116,14 @@ class NetEngine {
     bool multicast;
   };
   std::vector<Extra> extras_;
+  // AF_XDP ports, by interface (a null port: none for this process there);
+  // in epoll as kXdpTag | index. Added under xdp_mu_ and run_mu_.
+  struct Xdp {
+    uint32_t ifindex;
+    std::unique_ptr<link::XdpPort> port;
+  };
+  std::vector<Xdp> xdp_;
+  std::mutex xdp_mu_;  // serializes xdp_port (lock order: xdp_mu_ -> run_mu_)
   // Packets other processes of the host got for our QPs (net_forward.h);
   // in epoll as kInboxTag. `inbox_used_`: one has come, so more will (its
   // flow's datagrams all go to that other process): poll_now reads it

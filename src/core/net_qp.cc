@@ -22,9 +22,13 @@ namespace uroce::core {
 /// UdpEndpoint::cork), and publishes the deadline for lock-free readers.
 class NetQp::Call {
  public:
-  explicit Call(NetQp* q) : q_(q), g_(q->mu_) { q_->tx_->cork(); }
+  explicit Call(NetQp* q) : q_(q), g_(q->mu_) {
+    q_->tx_->cork();
+    ++q_->calls_;
+  }
   ~Call() {
     q_->tx_->uncork();
+    if (--q_->calls_ == 0 && q_->xdp_) q_->xdp_->flush();  // the frames of the call leave together
     q_->deadline_.store(q_->req_ && !q_->flushed_ ? q_->req_->next_deadline() : UINT64_MAX,
                         std::memory_order_relaxed);
   }
@@ -338,7 +342,7 @@ void NetQp::post(transport::SqWqe&& w) {
     const bool held = ack_held_;
     ack_held_ = false;  // the requester's packets must not send it first
     req_->post(std::move(w), fast_now_ns());
-    if (held) (void)tx_->send(held_ack_, peer_);
+    if (held) transmit(held_ack_);
   }
 }
 
@@ -427,6 +431,7 @@ NetQp::Last NetQp::release_for_linger() {
 void NetQp::flush_link() {
   std::lock_guard<AdaptiveLock> g(mu_);
   tx_->flush();
+  if (xdp_) xdp_->flush_faults();
 }
 
 void NetQp::flush_acks(uint64_t held_before) {
@@ -438,7 +443,7 @@ void NetQp::flush_acks(uint64_t held_before) {
 void NetQp::send_held_ack() {
   if (!ack_held_) return;
   ack_held_ = false;
-  (void)tx_->send(held_ack_, peer_);
+  transmit(held_ack_);
 }
 
 void NetQp::send(wire::Packet& p) {
@@ -450,8 +455,25 @@ void NetQp::send(wire::Packet& p) {
     ack_held_ = true;
     return;
   }
-  send_held_ack();            // keep the order of what the responder says
-  (void)tx_->send(p, peer_);  // a failure is a lost packet: counted, and RC retransmits
+  send_held_ack();  // keep the order of what the responder says
+  transmit(p);
+}
+
+void NetQp::transmit(wire::Packet& p) {
+  // A failure is a lost packet: counted, and RC retransmits.
+  if (!xdp_) {
+    (void)tx_->send(p, peer_);
+    return;
+  }
+  (void)xdp_->send(p, local_, peer_, peer_mac_.b);
+  if (!calls_) xdp_->flush();  // outside a call nothing else would send it
+}
+
+void NetQp::use_xdp(link::XdpPort* port, const link::Mac& peer_mac) {
+  std::lock_guard<AdaptiveLock> g(mu_);
+  xdp_ = port;
+  peer_mac_ = peer_mac;
+  local_ = link::UdpAddr{cfg_.local_ip, cfg_.sport};
 }
 
 void NetQp::to_error(bool async, AsyncEvent ev) {

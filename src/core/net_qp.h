@@ -28,7 +28,9 @@
 #include "core/counters.h"
 #include "core/peer_map.h"
 #include "core/types.h"
+#include "link/neighbor.h"
 #include "link/udp_link.h"
+#include "link/xdp_link.h"
 #include "transport/rc_requester.h"
 #include "transport/rc_responder.h"
 #include "transport/uc_responder.h"
@@ -43,9 +45,16 @@ namespace uroce::core {
 uint16_t udp_sport(uint32_t flow_label, uint32_t lqpn, uint32_t rqpn);
 
 /// Where the process's network QPs send what they send.
+/// UROCE_LINK_XDP: unset or "0" never (until the AF_XDP link is faster than
+/// the UDP-socket link everywhere: docs/afxdp-link.md), "1" when uroced lends
+/// an AF_XDP socket, "require": an RC or UC QP that cannot have one fails RTR
+/// (EOPNOTSUPP; for tests that must run on the AF_XDP link).
+enum class XdpUse { kNever, kWhenLent, kRequired };
+
 struct NetLinkSettings {
   link::FaultConfig faults;                   // UROCE_FAULTS
   std::shared_ptr<wire::PcapWriter> capture;  // UROCE_CAPTURE
+  XdpUse xdp = XdpUse::kNever;                // UROCE_LINK_XDP
 };
 
 class NetQp {
@@ -70,6 +79,14 @@ class NetQp {
   static Result<std::unique_ptr<NetQp>> open(const Config& c, const core::PeerQp& self, core::HostShm* host,
                                              const NetLinkSettings& link, SendDone done);
   ~NetQp();
+
+  /// From now on the QP's packets leave as frames through `port` (the
+  /// process's AF_XDP port on the QP's interface: docs/afxdp-link.md) to
+  /// the neighbour `peer_mac`, instead of through its UDP socket. Before
+  /// anything is sent (at RTR).
+  void use_xdp(link::XdpPort* port, const link::Mac& peer_mac);
+  /// Whether its packets go through an AF_XDP port (use_xdp; no lock: set once, before the engine reads it).
+  bool on_xdp() const { return xdp_ != nullptr; }
 
   /// RTR -> RTS: the send side starts.
   void start_requester(const transport::RequesterConfig& c);
@@ -132,6 +149,8 @@ class NetQp {
   class Call;
   NetQp() = default;
   void send(wire::Packet& p);
+  /// Sends `p` through the QP's UDP socket, or its AF_XDP port.
+  void transmit(wire::Packet& p);
   /// Sends the ACK on_packet held back, if any (caller holds mu_).
   void send_held_ack();
   /// A requester or responder error: the QP goes to ERR (receives flushed;
@@ -166,8 +185,12 @@ class NetQp {
   std::unique_ptr<transport::UcResponder> uc_resp_;
   std::unique_ptr<transport::UdResponder> ud_resp_;
   bool flushed_ = false;
-  bool flush_rq_due_ = false;          // see to_error
-  bool in_packet_ = false;             // inside on_packet: plain ACKs are held
+  bool flush_rq_due_ = false;     // see to_error
+  bool in_packet_ = false;        // inside on_packet: plain ACKs are held
+  int calls_ = 0;                 // Calls open (the AF_XDP port's frames leave when the last ends)
+  link::XdpPort* xdp_ = nullptr;  // see use_xdp
+  link::Mac peer_mac_;
+  link::UdpAddr local_;
   std::function<void()> drained_;      // see drain()
   uint32_t ud_psn_ = 0;                // UD: PSNs carry no meaning, but count up as on hardware
   std::atomic<bool> ack_held_{false};  // also read without the lock (flush_acks)

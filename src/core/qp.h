@@ -183,6 +183,11 @@ class Qp {
   bool wants_network() const;
   /// INIT -> RTR: the network QP's sockets and responder; errno on failure.
   Status net_open();
+  /// After net_open (RC, UC): the QP's frames go through the process's
+  /// AF_XDP port on its interface if it has one and the kernel knows the
+  /// peer's neighbour (docs/afxdp-link.md); else its UDP socket stays, or
+  /// with UROCE_LINK_XDP=require, EOPNOTSUPP.
+  Status net_use_xdp(const link::IpAddr& remote);
   void net_start_requester();
   void net_close();
   /// Drops the NetQp and retires its counters.

@@ -18,9 +18,17 @@
 #include "core/peer_map.h"
 #include "core/qp.h"
 #include "core/wr.h"
+#include "link/neighbor.h"
+#include "link/xdp_link.h"
 #include "transport/timers.h"
 
 namespace uroce::core {
+
+namespace {
+// How long a QP waits at RTR for the kernel to resolve its peer's MAC
+// (ARP / neighbour discovery) before it stays on its UDP socket.
+constexpr int kNeighborWaitMs = 200;
+}  // namespace
 
 namespace {
 
@@ -183,6 +191,12 @@ Status Qp::net_open() {
     net_drop();
     return s;
   }
+  if (type_ != QpType::kUd)
+    if (Status s = net_use_xdp(c.remote_ip); !s.is_ok()) {
+      e.remove(net_.get());
+      net_drop();
+      return s;
+    }
   for (const link::IpAddr& a : ud_more)
     if (Status s = net_->add_address(a); !s.is_ok())
       // (The loopback device's link-local GID is no address of lo's.)
@@ -193,6 +207,29 @@ Status Qp::net_open() {
       net_drop();
       return s;
     }
+  return Status::ok();
+}
+
+Status Qp::net_use_xdp(const link::IpAddr& remote) {
+  const DeviceInfo& d = ctx_->dev();
+  NetEngine& e = NetEngine::get();
+  const bool required = e.settings().xdp == XdpUse::kRequired;
+  link::XdpPort* port = e.xdp_port(d, ctx_->ctl());
+  if (!port) return Status(required ? EOPNOTSUPP : 0);
+  // The frames' destination: the kernel's neighbour for the peer (a peer
+  // it cannot reach through this interface, e.g. one of this host's own
+  // addresses, stays on the UDP socket).
+  auto mac = link::resolve_neighbor(remote, d.ifindex, kNeighborWaitMs);
+  if (!mac.is_ok()) {
+    UROCE_INFO("QP %u: UDP socket, not AF_XDP: no neighbour for %s on %s (%s)", qpn_,
+               link::to_string(remote).c_str(), d.ifname, strerror(mac.err()));
+    return Status(required ? EOPNOTSUPP : 0);
+  }
+  if (Status st = ctx_->ctl()->xsk_steer(d.ifindex, qpn_, true); !st.is_ok()) {
+    UROCE_INFO("QP %u: UDP socket, not AF_XDP: uroced did not steer it (%s)", qpn_, strerror(st.err()));
+    return Status(required ? EOPNOTSUPP : 0);
+  }
+  net_->use_xdp(port, mac.value());
   return Status::ok();
 }
 

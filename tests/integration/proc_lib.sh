@@ -6,8 +6,9 @@
 #   listening P [PID]  true when something listens on TCP port P (IPv4 or
 #                IPv6), in the network namespace of PID if given
 #   in_server, in_client  argv prefixes that run a side in its network
-#                namespace, and server_addr, the address the client names
-#                (localhost; see tests/integration/netns/with_netns.sh)
+#                namespace (and behind $UROCE_AS, if set), and server_addr,
+#                the address the client names (localhost; see
+#                tests/integration/netns/with_netns.sh)
 #   dump_threads PID LABEL   what a stuck program is doing (bounded)
 #   scratch NAME   a temporary directory $work and a list $pids of
 #                processes, both cleaned up on exit
@@ -29,6 +30,13 @@ server_addr=localhost
 [[ -n ${UROCE_NETNS_SERVER-} ]] && in_server=(ip netns exec "$UROCE_NETNS_SERVER")
 [[ -n ${UROCE_NETNS_CLIENT-} ]] && in_client=(ip netns exec "$UROCE_NETNS_CLIENT")
 [[ -n ${UROCE_SERVER_ADDR-} ]] && server_addr=$UROCE_SERVER_ADDR
+# UROCE_AS: a command prefix each side runs behind, inside its namespace
+# (netns/xdp_noprivs.sh: setpriv, to run as another user).
+if [[ -n ${UROCE_AS-} ]]; then
+  read -ra as_prefix <<<"$UROCE_AS"
+  in_server+=("${as_prefix[@]}")
+  in_client+=("${as_prefix[@]}")
+fi
 
 # From /proc/net: local address "ADDR:PORT" in hex, state 0A = LISTEN.
 # /proc/PID/net shows the network namespace of PID.

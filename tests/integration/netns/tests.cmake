@@ -32,16 +32,31 @@ function(uroce_netns_condition cond out)
 endfunction()
 
 # uroce_netns_test(<name> <timeout s> <with_netns options...> -- <script> <args...>)
+# The RC and UC QPs run on the AF_XDP link (with_netns.sh --link xdp, the
+# default: docs/afxdp-link.md) in netns_<name>, and on UDP sockets in
+# netns_<name>_udp; the nftables loss tests on UDP sockets only (AF_XDP
+# frames pass no netfilter hook: the injector's tests lose them there).
 function(uroce_netns_test name timeout)
-  uroce_script_test(netns_${name} LABEL integration TIMEOUT ${timeout}
-                    COMMAND bash ${UROCE_NETNS_DIR}/with_netns.sh ${ARGN})
-  set_property(TEST netns_${name} APPEND PROPERTY LABELS debian netns)
-  if(";${ARGN};" MATCHES ";--loss;|;--out-loss;|;--faults;")
-    set_property(TEST netns_${name} APPEND PROPERTY LABELS fault)
+  uroce_netns_register(netns_${name} ${timeout} ${ARGN})
+  if(NOT ";${ARGN};" MATCHES ";--loss;|;--out-loss;")
+    # --link udp among the options (before "--"; the last --link given wins)
+    set(args ${ARGN})
+    list(FIND args "--" sep)
+    list(INSERT args ${sep} --link udp)
+    uroce_netns_register(netns_${name}_udp ${timeout} ${args})
   endif()
-  set_property(TEST netns_${name} APPEND PROPERTY ENVIRONMENT
+endfunction()
+
+function(uroce_netns_register test timeout)
+  uroce_script_test(${test} LABEL integration TIMEOUT ${timeout}
+                    COMMAND bash ${UROCE_NETNS_DIR}/with_netns.sh ${ARGN})
+  set_property(TEST ${test} APPEND PROPERTY LABELS debian netns)
+  if(";${ARGN};" MATCHES ";--loss;|;--out-loss;|;--faults;")
+    set_property(TEST ${test} APPEND PROPERTY LABELS fault)
+  endif()
+  set_property(TEST ${test} APPEND PROPERTY ENVIRONMENT
                "UROCE_SHARED_WIRE=${PROJECT_SOURCE_DIR}/../shared/wire;RUN_PAIR_TIMEOUT_S=${timeout};PERFTEST_TIMEOUT_S=${timeout}")
-  set_tests_properties(netns_${name} PROPERTIES PROCESSORS 2)
+  set_tests_properties(${test} PROPERTIES PROCESSORS 2)
 endfunction()
 
 set(pair bash ${UROCE_NETNS_DIR}/../debian/run_pair.sh ${UROCE_NETNS_PORT})
@@ -64,7 +79,9 @@ endforeach()
 # at 10 % loss too. Captures through roce_check.py only: Debian 12's
 # Wireshark does not decode XRC's headers.
 set(xsrq bash ${UROCE_NETNS_DIR}/../debian/xsrq_pingpong.sh ${UROCE_NETNS_PORT} 2 uroce_rnic0 1)
-uroce_netns_test(xsrq_pingpong 60 --capture --no-tshark -- ${xsrq})
+# Two client processes on one host: the first on AF_XDP, the second on UDP
+# sockets (--link auto: one process per interface has the AF_XDP socket).
+uroce_netns_test(xsrq_pingpong 60 --link auto --capture --no-tshark -- ${xsrq})
 uroce_netns_test(xsrq_pingpong_loss10 120 --loss 10 -- ${xsrq})
 
 # IPv6 GIDs (docs/network-link.md, "IPv6"): the global address (GID 2) and
@@ -97,6 +114,12 @@ endforeach()
 # judged by the checkers. READ responses leave in GSO sends.
 uroce_netns_test(send_lat_outloss3 120 --out-loss 3 --capture -- ${perf} ib_send_lat ${pt_dev} -n 300)
 uroce_netns_test(read_bw_outloss3 120 --out-loss 3 --capture -- ${perf} ib_read_bw ${pt_dev} -n 400 -s 4096)
+
+# The AF_XDP link's lending (docs/afxdp-link.md): a process killed while it
+# holds the interface gives it back to the next; without the privileges
+# (everything as user nobody) the UDP-socket link serves, one line says why.
+uroce_netns_register(netns_xdp_reclaim 90 -- bash ${UROCE_NETNS_DIR}/xdp_reclaim.sh ${UROCE_NETNS_PORT})
+uroce_netns_register(netns_xdp_noprivs 60 -- bash ${UROCE_NETNS_DIR}/xdp_noprivs.sh ${UROCE_NETNS_PORT})
 
 # UD multicast across the hosts (ibv_attach_mcast; no Debian program uses it
 # without a subnet manager): mcast_peer is a plain verbs program on uroce's

@@ -5,10 +5,17 @@
 # them is RoCE v2 over UDP on the veth. The addresses exist only inside
 # the namespaces this script creates (and removes).
 #
-# Usage: with_netns.sh [--loss PCT] [--out-loss PCT] [--faults SPEC] [--capture [--no-tshark]] [--ipv6-only] -- COMMAND...
+# Usage: with_netns.sh [--link xdp|udp|auto] [--loss PCT] [--out-loss PCT] [--faults SPEC] [--capture [--no-tshark]] [--ipv6-only] -- COMMAND...
+#   --link L       which network link the RC and UC QPs use: xdp (default:
+#                  AF_XDP, UROCE_LINK_XDP=require, so a QP that cannot have
+#                  it fails: one process per side), udp (UDP sockets,
+#                  UROCE_LINK_XDP=0) or auto (UROCE_LINK_XDP=1: the first
+#                  process of a side on AF_XDP, the others on UDP sockets);
+#                  UD QPs and the CM's messages always use UDP sockets
 #   --loss PCT     nftables in both namespaces drop PCT % of the UDP port
 #                  4791 datagrams they receive (numgen random; this kernel
-#                  has no netem)
+#                  has no netem). Implies --link udp: AF_XDP frames pass
+#                  no netfilter hook (the fault injector loses them instead)
 #   --out-loss PCT the same for the datagrams they send, on their way out
 #                  (after Linux built their IP headers: each such drop used
 #                  an IP identification; sendmsg fails with EPERM)
@@ -18,7 +25,9 @@
 #                  fd77::x); the programs' own TCP exchange goes over a second
 #                  veth pair, ctl0, with 10.78.0.1 / 10.78.0.2
 #   --capture      both sides write every RoCE packet they send and receive
-#                  (UROCE_CAPTURE) and dumpcap records the server's veth;
+#                  (UROCE_CAPTURE) and dumpcap records the server's veth
+#                  (where AF_XDP frames never show: no kernel tap sees them,
+#                  so with --link xdp the veth's capture may hold none);
 #                  every capture must pass ../../../../shared/wire/roce_check.py
 #                  (0 failed) and tshark_roce.sh (0 failed, nothing malformed);
 #                  without ../shared that step is skipped (one line says so)
@@ -41,6 +50,7 @@ set -u
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 wire_dir=${UROCE_SHARED_WIRE:-$here/../../../../shared/wire}
 
+link=xdp
 loss=
 out_loss=
 faults=
@@ -49,6 +59,7 @@ v6only=0
 tshark=1
 while (($#)); do
   case $1 in
+    --link) link=$2; shift 2 ;;
     --loss) loss=$2; shift 2 ;;
     --out-loss) out_loss=$2; shift 2 ;;
     --faults) faults=$2; shift 2 ;;
@@ -56,10 +67,12 @@ while (($#)); do
     --ipv6-only) v6only=1; shift ;;
     --no-tshark) tshark=0; shift ;;
     --) shift; break ;;
-    *) echo "usage: $0 [--loss PCT] [--out-loss PCT] [--faults SPEC] [--capture] [--no-tshark] [--ipv6-only] -- COMMAND..." >&2; exit 2 ;;
+    *) echo "usage: $0 [--link xdp|udp|auto] [--loss PCT] [--out-loss PCT] [--faults SPEC] [--capture] [--no-tshark] [--ipv6-only] -- COMMAND..." >&2; exit 2 ;;
   esac
 done
-(($#)) || { echo "usage: $0 [--loss PCT] [--out-loss PCT] [--faults SPEC] [--capture] [--no-tshark] [--ipv6-only] -- COMMAND..." >&2; exit 2; }
+(($#)) || { echo "usage: $0 [--link xdp|udp|auto] [--loss PCT] [--out-loss PCT] [--faults SPEC] [--capture] [--no-tshark] [--ipv6-only] -- COMMAND..." >&2; exit 2; }
+[[ $link == xdp || $link == udp || $link == auto ]] || { echo "with_netns.sh: --link xdp, udp or auto" >&2; exit 2; }
+[[ -n $loss$out_loss ]] && link=udp
 
 if ((EUID != 0)); then
   echo "SKIP: network namespaces need root"
@@ -139,6 +152,11 @@ done
 
 export UROCE_NETNS_SERVER=$ns_s UROCE_NETNS_CLIENT=$ns_c UROCE_SERVER_ADDR=10.77.0.1
 ((v6only)) && export UROCE_SERVER_ADDR=10.78.0.1
+case $link in
+  xdp) export UROCE_LINK_XDP=require ;;
+  udp) export UROCE_LINK_XDP=0 ;;
+  auto) export UROCE_LINK_XDP=1 ;;
+esac
 [[ -n $faults ]] && export UROCE_FAULTS=$faults
 # perftest's arithmetic under loss (see ../perftest/run_perftest.sh check_rows).
 [[ -n $loss$out_loss$faults ]] && export PERFTEST_LOSSY=1
@@ -149,7 +167,7 @@ if ((capture)); then
   # dumpcap creates its file once it captures.
   for _ in $(seq 100); do [[ -s $work/veth.pcap ]] && break; sleep 0.05; done
 fi
-echo "+ two hosts: $ns_s ($( ((v6only)) || echo "10.77.0.1, ")fd77::1) and $ns_c ($( ((v6only)) || echo "10.77.0.2, ")fd77::2) on a veth${loss:+, $loss % loss}${out_loss:+, $out_loss % loss on the way out}${faults:+, UROCE_FAULTS=$faults}"
+echo "+ two hosts: $ns_s ($( ((v6only)) || echo "10.77.0.1, ")fd77::1) and $ns_c ($( ((v6only)) || echo "10.77.0.2, ")fd77::2) on a veth, link $link${loss:+, $loss % loss}${out_loss:+, $out_loss % loss on the way out}${faults:+, UROCE_FAULTS=$faults}"
 
 "$@"
 rc=$?
@@ -171,11 +189,15 @@ if ((capture)); then
   for f in "${caps[@]}"; do
     if ((!checkers)); then
       r=$(tshark -r "$f" -Y udp.port==4791 2>/dev/null | wc -l)
-      ((r > 0)) || rc=1
+      ((r > 0)) || [[ $link != udp && $f == "$work/veth.pcap" ]] || rc=1
       echo "capture $(basename "$f"): $r RoCE packets (not checked)"
       continue
     fi
     r=$(python3 "$wire_dir/roce_check.py" --quiet "$f" | tail -1)
+    if [[ $link != udp && $f == "$work/veth.pcap" && $r =~ ^0\ passed,\ 0\ failed$ ]]; then
+      echo "capture veth.pcap: no RoCE frames (AF_XDP frames pass no kernel tap)"
+      continue
+    fi
     [[ $r =~ ^[1-9][0-9]*\ passed,\ 0\ failed$ ]] || rc=1
     if ((tshark)); then
       t=$(bash "$wire_dir/tshark_roce.sh" "$f" | tail -1)

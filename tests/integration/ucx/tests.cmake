@@ -23,7 +23,8 @@
 #    device `uroce devnodes` gives an entry by itself), except in
 #    netns_ucx_ucp_ud, which selects ud_verbs to test it between hosts as well;
 #    the scripts check that the data went over uroce (nftables counters of
-#    RoCE v2 datagrams).
+#    RoCE v2 datagrams; so on the UDP-socket link: AF_XDP frames pass no
+#    netfilter hook).
 #
 # TCP ports of the one-host programs' own exchanges: UROCE_TEST_PORT_BASE +
 # 400..449 (see ../debian/tests.cmake).
@@ -47,7 +48,9 @@ endif()
 function(uroce_ucx_test name timeout where script)
   set(cmd bash ${UROCE_UCX_DIR}/private_dev.sh)
   if(where STREQUAL "NETNS")
-    list(APPEND cmd bash ${UROCE_UCX_DIR}/../netns/with_netns.sh --)
+    # UDP sockets: the scripts check with nftables counters that the data
+    # went over uroce, and AF_XDP frames pass no netfilter hook.
+    list(APPEND cmd bash ${UROCE_UCX_DIR}/../netns/with_netns.sh --link udp --)
   endif()
   uroce_script_test(${name} LABEL integration TIMEOUT ${timeout}
                     COMMAND ${cmd} bash ${UROCE_UCX_DIR}/${script} ${ARGN})
