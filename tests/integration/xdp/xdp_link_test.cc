@@ -15,6 +15,7 @@
 #include <net/if.h>
 #include <sched.h>
 #include <sys/ioctl.h>
+#include <sys/epoll.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -499,6 +500,36 @@ TEST_F(XdpSteerTest, FramesCarryRocePacketsToAndFromTheUdpLink) {
   EXPECT_TRUE(got.empty());
   EXPECT_EQ(in.stats().bad_icrc + in.stats().malformed, 20u);
   EXPECT_EQ(in.stats().received, 2u);
+}
+
+// An engine asleep in epoll wakes when a frame waits in its socket's ring
+// (the AF_XDP socket's receive path signals it, as a UDP socket's does).
+TEST_F(XdpSteerTest, EpollWakesForAWaitingFrame) {
+  auto steer = XdpSteer::attach(recv_.index, XdpSteer::Mode::kGeneric);
+  ASSERT_TRUE(steer.is_ok());
+  auto in = XskSocket::open(recv_.index, 0, {});
+  auto out = XskSocket::open(send_.index, 0, {});
+  ASSERT_TRUE(in.is_ok() && out.is_ok());
+  ASSERT_TRUE(steer.value()->set_socket(0, in.value()->fd()).is_ok());
+  ASSERT_TRUE(steer.value()->steer(0x99, 0).is_ok());
+  const int ep = epoll_create1(EPOLL_CLOEXEC);
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ASSERT_EQ(epoll_ctl(ep, EPOLL_CTL_ADD, in.value()->fd(), &ev), 0);
+  epoll_event got[1];
+  EXPECT_EQ(epoll_wait(ep, got, 1, 0), 0);  // nothing yet
+  for (int round = 0; round < 3; ++round) {
+    // Asleep first, then the frame comes.
+    std::thread later([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      send(*out.value(), frame(0x99, uint8_t(round)));
+    });
+    EXPECT_EQ(epoll_wait(ep, got, 1, 2000), 1) << "round " << round;
+    later.join();
+    EXPECT_EQ(in.value()->receive([](std::span<const uint8_t>) {}), 1);
+    EXPECT_EQ(epoll_wait(ep, got, 1, 0), 0);  // taken: not readable any more
+  }
+  close(ep);
 }
 
 }  // namespace
