@@ -14,8 +14,8 @@
 #include <linux/if_link.h>
 #include <net/if.h>
 #include <sched.h>
-#include <sys/ioctl.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
