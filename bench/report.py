@@ -211,6 +211,36 @@ def table_rows(d):
     return out
 
 
+def network_rows(d):
+    """The network link (UROCE_LINK=udp: RoCE v2 over UDP on 127.0.0.1) beside the socket-based
+    peers; the limit column is the raw UDP ping-pong (latency) or qperf TCP (bandwidth)."""
+    out = []
+    if d.stat("ib_send_lat", "uroce UDP", "lat", 2).n == 0:
+        return out
+    for tool in ("ib_send_lat", "ib_write_lat", "ib_read_lat"):
+        for s in (2, 64, 4096):
+            u = d.stat(tool, "uroce UDP", "lat", s)
+            peers = {"UCX tcp": d.stat("tag_lat", "ucp tcp", "lat", s),
+                     "libfabric tcp": d.stat("fi_pingpong", "libfabric tcp", "lat", s),
+                     "libfabric udp": d.stat("fi_pingpong", "libfabric udp", "lat", s),
+                     "libfabric udp;rxd": d.stat("fi_pingpong", "libfabric udp;ofi_rxd", "lat", s),
+                     "qperf tcp": d.stat("tcp_lat", "qperf tcp", "lat", s),
+                     "UDP": d.stat("udp_pingpong", "udp busy-poll", "lat", s),
+                     "UDP+ACK": d.stat("udp_pingpong", UDP_ACK, "lat", s)}
+            lim = (d.med("udp_pingpong", "udp busy-poll", "lat", s), "UDP ½RTT")
+            out.append(("lat", f"{tool} {size_label(s)} (UDP link)", "µs", "lower", u, peers, lim))
+    for tool in ("ib_write_bw", "ib_read_bw", "ib_send_bw"):
+        for s in (4096, 65536, 1 << 20):
+            u = d.stat(tool, "uroce UDP", "bw", s)
+            peers = {"UCX tcp": d.stat("ucp_put_bw" if tool != "ib_send_bw" else "tag_bw", "ucp tcp", "bw", s)}
+            qt = d.stat("tcp_bw", "qperf tcp", "bw", s)
+            if qt.n:
+                peers["qperf tcp"] = qt
+            out.append(("bw", f"{tool} {size_label(s)} (UDP link)", "GB/s", "higher", u, peers,
+                        (qt.med, "qperf tcp")))
+    return out
+
+
 def veth_rows(d):
     """Two network namespaces joined by a veth pair (group veth): uroce's network link under
     perftest, on UDP sockets and on AF_XDP, beside qperf tcp and the raw ping-pongs over the same
@@ -337,6 +367,29 @@ def targets(d):
     v, t = best("tag_bw", UCX_SHM, "rate", 2, max)
     out.append(("ib_send_bw 2 B rate with post lists ≥ UCX shm tag_bw rate", r, v.med, "ge",
                 f"tag_bw 2 B, {t} (the faster of posix/sysv)", [v]))
+    if st("ib_send_lat", "uroce AF_XDP veth", "lat", 2).n:
+        # Issue 18: the AF_XDP link between two namespaces beside the UDP-socket link there.
+        xs = st("ib_send_lat", "uroce AF_XDP veth", "lat", 2)
+        us = st("ib_send_lat", "uroce UDP veth", "lat", 2)
+        raw = st("xdp_pingpong", "veth AF_XDP (generic)", "lat", 2)
+        out.append(("AF_XDP link: ib_send_lat 2 B ≤ 0.7 × the UDP-socket link's (veth)", xs, mul(0.7, us), "le",
+                    f"uroce on UDP sockets over the same veth {fmt(us.med)} µs", [us]))
+        out.append(("AF_XDP link: ib_send_lat 2 B ≤ 1.3 × raw AF_XDP half round trip (veth)", xs, mul(1.3, raw),
+                    "le", f"xdp_pingpong 2 B one-way {fmt(raw.med)} µs", [raw]))
+        xw = st("ib_write_bw", "uroce AF_XDP veth", "bw", 65536)
+        uw = st("ib_write_bw", "uroce UDP veth", "bw", 65536)
+        out.append(("AF_XDP link: ib_write_bw 64 KiB ≥ the UDP-socket link's (veth)", xw, uw.med, "ge",
+                    f"uroce on UDP sockets over the same veth {fmt(uw.med)} GB/s", [uw]))
+    if st("ib_read_lat", "uroce UDP veth", "lat", 2).n:
+        # Issue 18: the UDP-socket link's READ and large messages (between two namespaces).
+        rl = st("ib_read_lat", "uroce UDP veth", "lat", 2)
+        wl = st("ib_write_lat", "uroce UDP veth", "lat", 2)
+        out.append(("UDP link: ib_read_lat 2 B ≤ 1.2 × its ib_write_lat (veth)", rl, mul(1.2, wl), "le",
+                    f"uroce ib_write_lat 2 B over the same veth {fmt(wl.med)} µs", [wl]))
+        tcp = st("tcp_bw", "qperf tcp veth", "bw", 1 << 20)
+        for tool in ("ib_write_bw", "ib_send_bw"):
+            out.append((f"UDP link: {tool} 1 MiB ≥ qperf tcp (veth)", st(tool, "uroce UDP veth", "bw", 1 << 20),
+                        tcp.med, "ge", f"qperf tcp_bw 1 MiB over the same veth {fmt(tcp.med)} GB/s", [tcp]))
     rate = conn_stat(d, CM_UROCE, "conn_rate")
     if rate.n:
         # Issue 16: connection set-up through the CM on one host (cmtime over uroce_lo).
@@ -669,7 +722,8 @@ def write_results(d, args, tgt, table_md, plot_rel):
              " measurement when there is at least one, else all its runs and the cell is marked †"
              " (the \"Every measurement\" table has both).")
     L.append("")
-    L.append("## Targets (issue 3: shared-memory link; issue 4: UDP link; issue 16: the CM)")
+    L.append("## Targets (issue 3: shared-memory link; issue 4: UDP link; issue 16: the CM; issue 18: AF_XDP link,"
+             " the UDP link between namespaces)")
     L.append("")
     L.append("Ratios from this one run (a benchmark, not a test). † on a verdict: uroce's value or the"
              " bound came from a measurement without any clean run (see Conditions), so the verdict is"
