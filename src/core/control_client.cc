@@ -176,6 +176,18 @@ Status transact(int fd, const Request& req, Reply* rep, int send_fd, int* recv_f
   if (n < ssize_t(offsetof(Reply, devices))) return Status(ENODEV);
   return Status(rep->status);
 }
+/// A request whose answer is a descriptor (the caller's to close): EIO if
+/// the reply carries none.
+Result<int> transact_for_fd(int fd, const Request& req) {
+  Reply rep;
+  int got = -1;
+  if (Status st = transact(fd, req, &rep, -1, &got); !st) {
+    if (got >= 0) close(got);
+    return st;
+  }
+  if (got < 0) return Status(EIO);
+  return got;
+}
 }  // namespace
 
 Status ControlClient::hello() {
@@ -231,14 +243,7 @@ Result<int> ControlClient::report() {
   std::lock_guard<std::mutex> g(mu_);
   Request req{};
   req.type = uint32_t(MsgType::kReport);
-  Reply rep;
-  int fd = -1;
-  if (Status st = transact(fd_, req, &rep, -1, &fd); !st) {
-    if (fd >= 0) close(fd);
-    return st;
-  }
-  if (fd < 0) return Status(EIO);
-  return fd;
+  return transact_for_fd(fd_, req);
 }
 
 void ControlClient::map_id_watch() {
@@ -360,14 +365,7 @@ Result<int> ControlClient::xsk_open(uint32_t ifindex) {
   Request req{};
   req.type = uint32_t(MsgType::kXskOpen);
   req.arg[0] = ifindex;
-  Reply rep;
-  int fd = -1;
-  if (Status st = transact(fd_, req, &rep, -1, &fd); !st) {
-    if (fd >= 0) close(fd);
-    return st;
-  }
-  if (fd < 0) return Status(EIO);
-  return fd;
+  return transact_for_fd(fd_, req);
 }
 
 Status ControlClient::xsk_ready(uint32_t ifindex) {
