@@ -59,6 +59,16 @@ constexpr uint64_t kAppCheckNs = 20'000;
 constexpr uint64_t kAppCheckMaxNs = 2'000'000;
 // A held ACK a posted receive finds older than this is sent at once.
 constexpr uint64_t kAckHoldNs = 10'000;
+// A held ACK the application's next poll finds older than this is sent
+// then; a younger one waits for the post that may follow. A peer's request
+// and the ACK it carries along leave one after the other and may reach two
+// polls of a spinning program (seen on the AF_XDP link, whose ring the poll
+// reads while the sender's kernel is still putting frames in): flushed by
+// the second poll, the ACK went alone, the program's next request went
+// alone too, and a peer that spins on memory between its polls (perftest's
+// ib_write_lat) then waited for its engine thread's look at every round
+// trip (~78 us instead of ~3).
+constexpr uint64_t kPollAckHoldNs = 3'000;
 // A receive posted this soon after a poll that read every socket empty does
 // not look at the sockets again: what came in since raced with the post (as
 // on a NIC, it may take the new receive or find none).
@@ -539,7 +549,7 @@ bool NetEngine::poll_now() {
   bool skipped = false;  // sockets left unread this time
   for (size_t i = 0; i < slots_.size(); ++i)
     if (NetQp* q = slots_[i]) {
-      q->flush_acks();  // what the previous poll held back
+      q->flush_acks(now - kPollAckHoldNs);  // what an earlier poll held back
       if (!direct || n >= kMaxEvents) continue;
       // (Left unread, such a socket still counts as drained: after the
       // steering nothing comes to it, as to an inbox that never had anything.)
