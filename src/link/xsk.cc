@@ -62,6 +62,7 @@ Status XskSocket::setup(int ifindex, uint32_t queue, const Options& o) {
       (o.frame_size & (o.frame_size - 1)))
     return Status(EINVAL);
   frame_size_ = o.frame_size;
+  ring_size_ = n;
   umem_size_ = size_t(o.frames) * o.frame_size;
   void* mem =
       mmap(nullptr, umem_size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
@@ -151,6 +152,12 @@ void XskSocket::reap_completions() {
 
 std::span<uint8_t> XskSocket::tx_frame() {
   if (free_tx_.empty()) reap_completions();
+  if (free_tx_.empty() && queued_) {
+    // Every send frame waits on the TX ring: hand them to the kernel now
+    // (a burst longer than the ring would otherwise lose its tail).
+    kick();
+    reap_completions();
+  }
   if (free_tx_.empty()) return {};
   reserved_ = free_tx_.back();
   return {umem_ + reserved_, max_frame()};
@@ -169,12 +176,22 @@ void XskSocket::tx_commit(size_t len) {
   ++queued_;
 }
 
-void XskSocket::flush() {
-  if (!queued_) return;
+void XskSocket::kick() {
   queued_ = 0;
   // Copy mode transmits only inside this call (the kernel copies the frames
-  // into socket buffers and hands them to the driver).
-  (void)sendto(fd_, nullptr, 0, MSG_DONTWAIT, nullptr, 0);
+  // into socket buffers and hands them to the driver), at most a budget of
+  // them per call (32 on Linux 6.x), then EAGAIN: call again until the ring
+  // is empty. A full driver queue (ENOBUFS) or another sender in the call
+  // (EBUSY) leave the rest for the next kick.
+  for (uint32_t calls = 0; calls <= ring_size_; ++calls) {
+    if (sendto(fd_, nullptr, 0, MSG_DONTWAIT, nullptr, 0) >= 0) return;
+    if (errno != EAGAIN && errno != EINTR) return;
+  }
+}
+
+void XskSocket::flush() {
+  if (!queued_) return;
+  kick();
   reap_completions();
 }
 

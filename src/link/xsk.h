@@ -71,11 +71,13 @@ class XskSocket {
   XskSocket() = default;
   Status setup(int ifindex, uint32_t queue, const Options& o);
   void reap_completions();
+  void kick();
 
   int fd_ = -1;
   uint8_t* umem_ = nullptr;
   size_t umem_size_ = 0;
   uint32_t frame_size_ = 0;
+  uint32_t ring_size_ = 0;
   // The rings as libxdp's inline helpers want them; their memory is mapped
   // from the socket (map_ring).
   xsk_ring_prod fill_{}, tx_{};
