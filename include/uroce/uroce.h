@@ -58,12 +58,11 @@
  * otherwise), "udp" (always UDP) or "shm" (never UDP). */
 #define UROCE_ENV_LINK "UROCE_LINK"
 
-/* "1": RC and UC QPs use AF_XDP (docs/afxdp-link.md) on a device whose
- * interface uroced can lend this process (uroced with CAP_NET_RAW,
- * CAP_NET_ADMIN and CAP_BPF), UDP sockets otherwise. "require": an RC or UC
- * QP that cannot use AF_XDP fails to reach RTR (EOPNOTSUPP): for tests of
- * that link. Unset or "0" (the default, until the AF_XDP link is faster than
- * the UDP-socket link in every benchmark row): UDP sockets. */
+/* Unset or "1" (the default): RC and UC QPs use AF_XDP (docs/afxdp-link.md)
+ * on a device whose interface uroced can lend this process (uroced with
+ * CAP_NET_RAW, CAP_NET_ADMIN and CAP_BPF), UDP sockets otherwise. "0": UDP
+ * sockets. "require": an RC or UC QP that cannot use AF_XDP fails to reach
+ * RTR (EOPNOTSUPP): for tests of that link. */
 #define UROCE_ENV_LINK_XDP "UROCE_LINK_XDP"
 
 /* "0": never re-back registered pages with a memfd (every intra-host copy is

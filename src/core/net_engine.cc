@@ -160,10 +160,14 @@ const NetLinkSettings& NetEngine::settings() {
       else
         UROCE_ERR("UROCE_FAULTS=%s: not understood (drop=P,dup=P,reorder=P,corrupt=P,seed=N); no faults", f);
     }
-    if (const char* x = getenv("UROCE_LINK_XDP"); x && *x)
-      settings_.xdp = strcmp(x, "1") == 0         ? XdpUse::kWhenLent
-                      : strcmp(x, "require") == 0 ? XdpUse::kRequired
-                                                  : XdpUse::kNever;
+    if (const char* x = getenv("UROCE_LINK_XDP"); x && *x) {
+      if (strcmp(x, "0") == 0)
+        settings_.xdp = XdpUse::kNever;
+      else if (strcmp(x, "require") == 0)
+        settings_.xdp = XdpUse::kRequired;
+      else if (strcmp(x, "1") != 0)
+        UROCE_ERR("UROCE_LINK_XDP=%s: not understood (0, 1 or require); AF_XDP when lent", x);
+    }
     if (const char* c = getenv("UROCE_CAPTURE"); c && *c) {
       const std::string path = expand_pid(c);
       auto w = wire::PcapWriter::open(path);
@@ -265,9 +269,7 @@ link::XdpPort* NetEngine::xdp_port(const DeviceInfo& d, ControlClient* ctl) {
   const char* why = nullptr;  // why this process has no port there
   int err = 0;
   if (link.xdp == XdpUse::kNever) {
-    // Said only when asked for (the default says nothing).
-    const char* env = getenv("UROCE_LINK_XDP");
-    why = env && *env ? "UROCE_LINK_XDP asks for UDP sockets" : nullptr;
+    why = "UROCE_LINK_XDP=0 asks for UDP sockets";
   } else if (auto fd = ctl->xsk_open(d.ifindex); !fd.is_ok()) {
     err = fd.err();
     why = err == EPERM    ? "uroced lacks CAP_NET_RAW, CAP_NET_ADMIN or CAP_BPF"

@@ -45,16 +45,16 @@ namespace uroce::core {
 uint16_t udp_sport(uint32_t flow_label, uint32_t lqpn, uint32_t rqpn);
 
 /// Where the process's network QPs send what they send.
-/// UROCE_LINK_XDP: unset or "0" never (until the AF_XDP link is faster than
-/// the UDP-socket link everywhere: docs/afxdp-link.md), "1" when uroced lends
-/// an AF_XDP socket, "require": an RC or UC QP that cannot have one fails RTR
-/// (EOPNOTSUPP; for tests that must run on the AF_XDP link).
+/// UROCE_LINK_XDP: unset or "1" when uroced lends an AF_XDP socket for the
+/// device's interface (docs/afxdp-link.md), "0" never, "require": an RC or UC
+/// QP that cannot have one fails RTR (EOPNOTSUPP; for tests that must run on
+/// the AF_XDP link).
 enum class XdpUse { kNever, kWhenLent, kRequired };
 
 struct NetLinkSettings {
   link::FaultConfig faults;                   // UROCE_FAULTS
   std::shared_ptr<wire::PcapWriter> capture;  // UROCE_CAPTURE
-  XdpUse xdp = XdpUse::kNever;                // UROCE_LINK_XDP
+  XdpUse xdp = XdpUse::kWhenLent;             // UROCE_LINK_XDP
 };
 
 class NetQp {

@@ -2,7 +2,7 @@
 # Without the privileges the AF_XDP link needs, the UDP-socket link serves,
 # and says why once: an ibv_rc_pingpong pair run as user nobody (so the
 # uroced it starts has no capabilities) between the two hosts of
-# ../netns/with_netns.sh, with UROCE_LINK_XDP=1 (AF_XDP when lent), must
+# ../netns/with_netns.sh, with UROCE_LINK_XDP unset (the default: AF_XDP when lent), must
 # pass, and each side must log exactly one line naming the missing
 # capabilities (UROCE_LOG=info).
 #
@@ -12,7 +12,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 port=$1
 command -v setpriv >/dev/null 2>&1 || { echo "SKIP: setpriv not installed (util-linux)"; exit 77; }
 command -v ibv_rc_pingpong >/dev/null 2>&1 || { echo "SKIP: ibv_rc_pingpong not installed"; exit 77; }
-export UROCE_LINK_XDP=1
+unset UROCE_LINK_XDP
 export UROCE_LOG=info
 # Every process of the pair (and the uroced each starts) as nobody, with no
 # capabilities left; in its namespace (ip netns exec needs root: it comes first).
