@@ -16,6 +16,7 @@
 #include "link/fault_injector.h"
 #include "link/id_trust.h"
 #include "link/udp_link.h"
+#include "link/xdp_link.h"
 #include "transport/rc_requester.h"
 #include "transport/rc_responder.h"
 #include "transport/uc_responder.h"
@@ -24,11 +25,12 @@
 namespace uroce::core {
 
 struct NetCounters {
-  static constexpr uint64_t kMagic = 0x31544e4345434f52ull;  // "ROCECNT1"
+  static constexpr uint64_t kMagic = 0x32544e4345434f52ull;  // "ROCECNT2"
   uint64_t magic;
   /// The QP's sockets: its sending ones count what they send, its
   /// receiving ones what they receive (each field has one writer).
   link::UdpEndpoint::Stats udp;
+  link::XdpPort::QpStats xdp;  // its frames through the process's AF_XDP port
   link::IdTrust::Stats id;
   link::FaultInjector::Stats faults;  // what UROCE_FAULTS did to what it sent
   transport::RequesterStats req;

@@ -233,6 +233,22 @@ void NetEngine::remove(NetQp* q) {
   auto it = by_qpn_.find(q->qpn());
   if (it != by_qpn_.end() && it->second == q) by_qpn_.erase(it);
   if (n_active_.load(std::memory_order_relaxed) == 0) {
+    // What the AF_XDP ports dropped so far (the frames no QP of this
+    // process could take: a well-formed one for a QP gone counts in
+    // inbox_lost_ below).
+    for (const Xdp& x : xdp_) {
+      if (!x.port) continue;
+      const link::XdpPort::Stats& s = x.port->stats();
+      const uint64_t ring = x.port->ring_dropped();
+      if (s.bad_icrc + s.malformed + s.not_roce + s.send_full + ring)
+        UROCE_INFO(
+            "AF_XDP port of interface %u: %llu frames received, %llu sent; dropped: %llu bad ICRC, %llu "
+            "malformed, %llu not RoCE v2, %llu by the kernel (rings full), %llu not sent (send frames in "
+            "flight)",
+            x.ifindex, (unsigned long long)s.received, (unsigned long long)s.sent,
+            (unsigned long long)s.bad_icrc, (unsigned long long)s.malformed, (unsigned long long)s.not_roce,
+            (unsigned long long)ring, (unsigned long long)s.send_full);
+    }
     auto n = [&](UdForward f) {
       return (unsigned long long)forwarded_[size_t(f)].exchange(0, std::memory_order_relaxed);
     };
@@ -373,6 +389,7 @@ int NetEngine::round(const int* ready, int n, bool* drained, bool ack_per_batch)
     NetQp* owner = nullptr;  // the socket's QP: most packets are for it
     bool group = false;      // the socket is a multicast group's, of `owner`
     bool inbox = false;      // the packets come from the inbox: never passed on again
+    bool xdp = false;        // ... from an AF_XDP port (counted per QP)
     int nt = 0;
     bool overflow = false;
     NetQp* touched[kMaxTouched];  // [0, nt) only
@@ -403,6 +420,7 @@ int NetEngine::round(const int* ready, int n, bool* drained, bool ack_per_batch)
       }
       q = it->second;
     }
+    if (c->xdp) q->count_xdp_received(p);
     q->on_packet(p, from, to);
     if (!c->ack_per_batch || (c->nt && c->touched[c->nt - 1] == q)) return;
     if (c->nt < kMaxTouched)
@@ -432,6 +450,7 @@ int NetEngine::round(const int* ready, int n, bool* drained, bool ack_per_batch)
     link::UdpEndpoint* ep = nullptr;
     b.group = false;
     b.inbox = false;
+    b.xdp = false;
     if (ready[i] == kInboxTag) {
       if (!inbox_) continue;
       b.owner = nullptr;
@@ -450,6 +469,7 @@ int NetEngine::round(const int* ready, int n, bool* drained, bool ack_per_batch)
       if (x >= xdp_.size() || !xdp_[x].port) continue;
       b.owner = nullptr;
       b.inbox = true;
+      b.xdp = true;
       const int k = xdp_[x].port->poll(dispatch, link::UdpEndpoint::kBatch);
       got += k;
       if (ack_per_batch) send_acks();

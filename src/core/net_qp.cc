@@ -465,7 +465,7 @@ void NetQp::transmit(wire::Packet& p) {
     (void)tx_->send(p, peer_);
     return;
   }
-  (void)xdp_->send(p, local_, peer_, peer_mac_.b);
+  (void)xdp_->send(p, local_, peer_, peer_mac_.b, cfg_.counters ? &cfg_.counters->xdp : nullptr);
   if (!calls_) xdp_->flush();  // outside a call nothing else would send it
 }
 

@@ -118,6 +118,13 @@ class NetQp {
   /// Sends the acknowledgement on_packet held back, if any, if it was held
   /// since `held_before` or earlier.
   void flush_acks(uint64_t held_before = UINT64_MAX);
+  /// Counts a packet an AF_XDP port received for this QP (NetCounters::xdp;
+  /// the engine's round, run_mu_ held: one writer at a time).
+  void count_xdp_received(const wire::Packet& p) {
+    if (!cfg_.counters) return;
+    ++cfg_.counters->xdp.received;
+    cfg_.counters->xdp.received_bytes += wire::encoded_size(p) + wire::kIcrcBytes;
+  }
 
   /// UD: receives the datagrams sent to IPv4 multicast group `group`
   /// (network order) from now on, through a socket of its own that joined

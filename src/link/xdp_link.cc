@@ -42,7 +42,8 @@ FaultInjector::Emit XdpPort::emit_tagged() {
   };
 }
 
-Status XdpPort::send(wire::Packet& p, const UdpAddr& from, const UdpAddr& to, const uint8_t dst_mac[6]) {
+Status XdpPort::send(wire::Packet& p, const UdpAddr& from, const UdpAddr& to, const uint8_t dst_mac[6],
+                     QpStats* qs) {
   const size_t n = wire::encoded_size(p);
   if (!n) return Status(EINVAL);
   std::lock_guard<SpinLock> g(tx_mu_);
@@ -53,11 +54,17 @@ Status XdpPort::send(wire::Packet& p, const UdpAddr& from, const UdpAddr& to, co
                                      ? tx_icrc_.compute({from.ip.raw4(), to.ip.raw4(), from.port, to.port}, 0,
                                                         {tx_.data(), n})
                                      : icrc_v6(from, to, {tx_.data(), n}));
+  if (qs) {
+    ++qs->sent;
+    qs->sent_bytes += tx_.size();
+  }
   if (faults_) {
     faults_->process(tx_, emit_tagged(), tag_of(from, to, dst_mac));
     return Status::ok();
   }
-  return emit(tx_, from, to, dst_mac);
+  Status st = emit(tx_, from, to, dst_mac);
+  if (qs && st.err() == EAGAIN) ++qs->send_full;
+  return st;
 }
 
 Status XdpPort::emit(std::span<const uint8_t> ib, const UdpAddr& from, const UdpAddr& to,

@@ -40,6 +40,11 @@ class XdpPort {
     uint64_t sent = 0, send_full = 0, received = 0, bad_icrc = 0, malformed = 0, not_roce = 0, cnp = 0;
     uint64_t sent_bytes = 0, received_bytes = 0;  // RoCE packets, BTH to ICRC
   };
+  /// What one QP moved through the port (NetCounters::xdp; the port's
+  /// own Stats cover every QP's frames and the frames no QP got).
+  struct QpStats {
+    uint64_t sent = 0, sent_bytes = 0, send_full = 0, received = 0, received_bytes = 0;
+  };
   using OnPacket = UdpEndpoint::OnPacket;
 
   XdpPort(std::unique_ptr<XskSocket> xsk, const Options& o);
@@ -50,8 +55,9 @@ class XdpPort {
   /// is normally 4791) for the neighbour `dst_mac`, and queues it; flush()
   /// hands the queue to the kernel. EAGAIN when every send frame is in
   /// flight (counted; the transport's retransmission covers it, as a full
-  /// socket buffer's drop does).
-  Status send(wire::Packet& p, const UdpAddr& from, const UdpAddr& to, const uint8_t dst_mac[6]);
+  /// socket buffer's drop does). Counted into `qs` too when given.
+  Status send(wire::Packet& p, const UdpAddr& from, const UdpAddr& to, const uint8_t dst_mac[6],
+              QpStats* qs = nullptr);
   /// Sends what send() queued (one system call: copy mode's kick).
   void flush();
   /// Sends a packet the fault injector still holds back (call when idle).
@@ -61,6 +67,8 @@ class XdpPort {
   int poll(OnPacket on_packet, int max = 64);
   int fd() const { return xsk_->fd(); }
   const Stats& stats() const { return stats_.get(); }
+  /// Frames the kernel dropped for want of room in the rings (XskSocket::dropped).
+  uint64_t ring_dropped() const { return xsk_->dropped(); }
   /// Counts into `s` (e.g. shared memory uroced reads) from now on.
   void count_into(Stats* s) { stats_.use(s); }
 

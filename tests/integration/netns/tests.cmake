@@ -55,7 +55,7 @@ function(uroce_netns_register test timeout)
     set_property(TEST ${test} APPEND PROPERTY LABELS fault)
   endif()
   set_property(TEST ${test} APPEND PROPERTY ENVIRONMENT
-               "UROCE_SHARED_WIRE=${PROJECT_SOURCE_DIR}/../shared/wire;RUN_PAIR_TIMEOUT_S=${timeout};PERFTEST_TIMEOUT_S=${timeout}")
+               "UROCE_SHARED_WIRE=${PROJECT_SOURCE_DIR}/../shared/wire;RUN_PAIR_TIMEOUT_S=${timeout};PERFTEST_TIMEOUT_S=${timeout};UROCE_CLI=$<TARGET_FILE:uroce>")
   set_tests_properties(${test} PROPERTIES PROCESSORS 2)
 endfunction()
 

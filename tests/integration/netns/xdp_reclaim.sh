@@ -9,7 +9,10 @@
 # 1. an ibv_rc_pingpong pair with endless iterations; both killed (SIGKILL)
 #    once they are under way;
 # 2. the XDP program must leave the server's interface (the kernel says so);
-# 3. a fresh pair (../debian/run_pair.sh) must pass.
+# 3. a fresh pair (../debian/run_pair.sh) must pass;
+# 4. `uroce stat` (UROCE_CLI) on the server's side must show the device's QPs
+#    moved frames through the AF_XDP port both ways (NetCounters::xdp), and
+#    none through UDP sockets.
 set -u
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=../proc_lib.sh
@@ -46,4 +49,12 @@ if xdp_on; then
   exit 1
 fi
 echo "+ the program left the interface; a new pair on AF_XDP:"
-bash "$here/../debian/run_pair.sh" "$port" ibv_rc_pingpong -d uroce_rnic0 -g 1 -c -n 200 -s 5000
+bash "$here/../debian/run_pair.sh" "$port" ibv_rc_pingpong -d uroce_rnic0 -g 1 -c -n 200 -s 5000 || exit 1
+stat=$("${in_server[@]}" "${UROCE_CLI:?the uroce tool}" stat uroce_rnic0)
+echo "$stat" | grep -E '^ *(udp|xdp)\.(sent|received) '
+count() { echo "$stat" | awk -v k="$1" '$1 == k { print $2 }'; }
+# Each side sent 200 messages of 5000 bytes (5 frames each at MTU 1024) and its ACKs.
+if ! (($(count xdp.sent) >= 1000 && $(count xdp.received) >= 1000 && $(count udp.sent) == 0)); then
+  echo "FAIL: uroce stat does not show the frames on the AF_XDP port"
+  exit 1
+fi
