@@ -19,6 +19,7 @@ class Counted {
   }
 
   S* operator->() { return p_; }
+  S& operator*() { return *p_; }
   const S& get() const { return *p_; }
   /// From now on counts go to `s` (which keeps what it holds: several
   /// objects may count into one block, if one thread at a time writes).

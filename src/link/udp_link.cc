@@ -475,18 +475,7 @@ void UdpEndpoint::hand_on(std::span<const uint8_t> p, const UdpAddr& src, uint16
     const size_t hl = ip_udp_headers(src, local_, p.size(), hdr, id, p.data());
     capture_->write({hdr, hl}, p, wall_ns(), false);
   }
-  wire::Packet pk;
-  const wire::DecodeError e = wire::decode(p, &pk);
-  if (e == wire::DecodeError::kCnp) {
-    ++stats_->cnp;
-    return;
-  }
-  if (e != wire::DecodeError::kNone) {
-    ++stats_->malformed;
-    return;
-  }
-  stats_->received_bytes += p.size();
-  on_packet(pk, src, local_);
+  decode_and_hand_on(p, *stats_, src, local_, on_packet);
 }
 
 }  // namespace uroce::link

@@ -76,6 +76,27 @@ size_t ip_udp_headers(const UdpAddr& src, const UdpAddr& dst, size_t len, uint8_
 /// The ICRC of `ib` (BTH up to the ICRC) sent from `src` to `dst` over IPv6.
 uint32_t icrc_v6(const UdpAddr& src, const UdpAddr& dst, std::span<const uint8_t> ib);
 
+/// The last step of a link's receive path, for a RoCE packet `ib` (BTH ..
+/// ICRC) whose ICRC checked out: decodes it and hands it to `on_packet`,
+/// counting into `s` (a link's Stats: cnp, malformed, received_bytes) what
+/// went no further and the bytes of what did.
+template <class Stats, class OnPacket>
+void decode_and_hand_on(std::span<const uint8_t> ib, Stats& s, const UdpAddr& src, const UdpAddr& dst,
+                        OnPacket on_packet) {
+  wire::Packet pk;
+  const wire::DecodeError e = wire::decode(ib, &pk);
+  if (e == wire::DecodeError::kCnp) {
+    ++s.cnp;  // a congestion notification: counted only
+    return;
+  }
+  if (e != wire::DecodeError::kNone) {
+    ++s.malformed;
+    return;
+  }
+  s.received_bytes += ib.size();
+  on_packet(pk, src, dst);
+}
+
 class UdpEndpoint {
  public:
   struct Options {

@@ -173,18 +173,7 @@ void XdpPort::on_frame(std::span<const uint8_t> f, OnPacket on_packet) {
   }
   ++stats_->received;
   if (opt_.capture) opt_.capture->write({ip, udp_at + wire::kUdpHeaderBytes}, ib, wall_ns(), false);
-  wire::Packet pk;
-  const wire::DecodeError e = wire::decode(ib, &pk);
-  if (e == wire::DecodeError::kCnp) {
-    ++stats_->cnp;
-    return;
-  }
-  if (e != wire::DecodeError::kNone) {
-    ++stats_->malformed;
-    return;
-  }
-  stats_->received_bytes += ib.size();
-  on_packet(pk, src, dst);
+  decode_and_hand_on(ib, *stats_, src, dst, on_packet);
 }
 
 }  // namespace uroce::link
