@@ -263,6 +263,34 @@ TEST_F(XdpSteerTest, AnAfXdpSocketCarriesManyFramesBothWays) {
   EXPECT_GT(received, kFrames / 2);
 }
 
+// One flush hands the kernel every frame queued before it: copy mode sends
+// at most 32 per sendto() and says EAGAIN for the rest (which waited for
+// the next send, or for retransmission, before XskSocket kicked again).
+TEST_F(XdpSteerTest, OneFlushSendsAWholeBurst) {
+  auto steer = XdpSteer::attach(recv_.index, XdpSteer::Mode::kGeneric);
+  ASSERT_TRUE(steer.is_ok());
+  auto in = XskSocket::open(recv_.index, 0, {});
+  auto out = XskSocket::open(send_.index, 0, {});
+  ASSERT_TRUE(in.is_ok() && out.is_ok());
+  ASSERT_TRUE(steer.value()->set_socket(0, in.value()->fd()).is_ok());
+  ASSERT_TRUE(steer.value()->steer(0x77, 0).is_ok());
+  constexpr int kBurst = 200;  // under both rings' 512, over the kernel's 32 per call
+  for (int i = 0; i < kBurst; ++i) {
+    const std::vector<uint8_t> f = frame(0x77, uint8_t(i));
+    std::span<uint8_t> o = out.value()->tx_frame();
+    ASSERT_GE(o.size(), f.size()) << "frame " << i;
+    memcpy(o.data(), f.data(), f.size());
+    out.value()->tx_commit(f.size());
+  }
+  out.value()->flush();
+  int got = 0;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (got < kBurst && std::chrono::steady_clock::now() < end)
+    got += in.value()->receive([](std::span<const uint8_t>) {});
+  EXPECT_EQ(uint64_t(got) + in.value()->dropped(), uint64_t(kBurst));
+  EXPECT_EQ(got, kBurst);
+}
+
 // uroced lends an interface to one process at a time; the frames of the
 // QPs that process steers go to its socket; its end gives the interface back.
 TEST_F(XdpSteerTest, UrocedLendsAnInterfaceToOneProcessAtATime) {
