@@ -99,6 +99,26 @@ class XdpSteerTest : public ::testing::Test {
     ASSERT_NE(recv_.index, 0);
   }
 
+  /// The program on the receiving end with QP `qpn` steered to a fresh
+  /// AF_XDP socket there (map slot `slot`), and a socket on the sending end.
+  struct Steered {
+    std::unique_ptr<XdpSteer> steer;
+    std::unique_ptr<XskSocket> in, out;
+  };
+  void steer_to(uint32_t qpn, uint32_t slot, Steered* s) {
+    auto steer = XdpSteer::attach(recv_.index, XdpSteer::Mode::kGeneric);
+    ASSERT_TRUE(steer.is_ok()) << strerror(steer.err());
+    auto in = XskSocket::open(recv_.index, 0, {});
+    ASSERT_TRUE(in.is_ok()) << strerror(in.err());
+    auto out = XskSocket::open(send_.index, 0, {});
+    ASSERT_TRUE(out.is_ok()) << strerror(out.err());
+    s->steer = std::move(steer.value());
+    s->in = std::move(in.value());
+    s->out = std::move(out.value());
+    ASSERT_TRUE(s->steer->set_socket(slot, s->in->fd()).is_ok());
+    ASSERT_TRUE(s->steer->steer(qpn, slot).is_ok());
+  }
+
   /// A RoCE v2 frame (RC SEND ONLY) from the sending end to `qpn` at the
   /// receiving end, with `tag` as its payload's first byte.
   std::vector<uint8_t> frame(uint32_t qpn, uint8_t tag) const {
@@ -168,39 +188,33 @@ class XdpSteerTest : public ::testing::Test {
 };
 
 TEST_F(XdpSteerTest, SteersItsQpsAndPassesTheRestToTheKernel) {
-  auto steer = XdpSteer::attach(recv_.index, XdpSteer::Mode::kGeneric);
-  ASSERT_TRUE(steer.is_ok()) << strerror(steer.err());
-  auto in = XskSocket::open(recv_.index, 0, {});
-  ASSERT_TRUE(in.is_ok()) << strerror(in.err());
-  auto out = XskSocket::open(send_.index, 0, {});
-  ASSERT_TRUE(out.is_ok()) << strerror(out.err());
-  ASSERT_TRUE(steer.value()->set_socket(3, in.value()->fd()).is_ok());
-  ASSERT_TRUE(steer.value()->steer(0x123, 3).is_ok());
+  Steered st;
+  ASSERT_NO_FATAL_FAILURE(steer_to(0x123, 3, &st));
   const int udp = udp_socket();
 
   const std::vector<uint8_t> mine = frame(0x123, 1);
-  send(*out.value(), mine);
-  send(*out.value(), frame(0x456, 2));  // a QP nobody steered: the kernel's
-  const auto got = receive(*in.value(), 300);
+  send(*st.out, mine);
+  send(*st.out, frame(0x456, 2));  // a QP nobody steered: the kernel's
+  const auto got = receive(*st.in, 300);
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(got[0], mine);  // the whole frame, as sent
   EXPECT_EQ(udp_tags(udp, 300), std::vector<uint8_t>{2});
-  const XdpSteer::Counts c = steer.value()->counts();
+  const XdpSteer::Counts c = st.steer->counts();
   EXPECT_EQ(c.steered, 1u);
   EXPECT_EQ(c.passed, 1u);
 
   // Steered to a slot without a socket (its process is gone): the kernel's too.
-  steer.value()->clear_socket(3);
-  send(*out.value(), frame(0x123, 3));
-  EXPECT_TRUE(receive(*in.value(), 100).empty());
+  st.steer->clear_socket(3);
+  send(*st.out, frame(0x123, 3));
+  EXPECT_TRUE(receive(*st.in, 100).empty());
   EXPECT_EQ(udp_tags(udp, 300), std::vector<uint8_t>{3});
   // Unsteered again: the kernel's, counted as passed.
-  ASSERT_TRUE(steer.value()->set_socket(3, in.value()->fd()).is_ok());
-  steer.value()->unsteer(0x123);
-  send(*out.value(), frame(0x123, 4));
-  EXPECT_TRUE(receive(*in.value(), 100).empty());
+  ASSERT_TRUE(st.steer->set_socket(3, st.in->fd()).is_ok());
+  st.steer->unsteer(0x123);
+  send(*st.out, frame(0x123, 4));
+  EXPECT_TRUE(receive(*st.in, 100).empty());
   EXPECT_EQ(udp_tags(udp, 300), std::vector<uint8_t>{4});
-  EXPECT_EQ(steer.value()->counts().passed, 3u);
+  EXPECT_EQ(st.steer->counts().passed, 3u);
   close(udp);
 }
 
@@ -226,13 +240,8 @@ TEST_F(XdpSteerTest, TheProgramLeavesWithItsOwner) {
 }
 
 TEST_F(XdpSteerTest, AnAfXdpSocketCarriesManyFramesBothWays) {
-  auto steer = XdpSteer::attach(recv_.index, XdpSteer::Mode::kGeneric);
-  ASSERT_TRUE(steer.is_ok());
-  auto in = XskSocket::open(recv_.index, 0, {});
-  auto out = XskSocket::open(send_.index, 0, {});
-  ASSERT_TRUE(in.is_ok() && out.is_ok());
-  ASSERT_TRUE(steer.value()->set_socket(0, in.value()->fd()).is_ok());
-  ASSERT_TRUE(steer.value()->steer(0x77, 0).is_ok());
+  Steered st;
+  ASSERT_NO_FATAL_FAILURE(steer_to(0x77, 0, &st));
   // More frames than either ring holds: buffers are recycled on both sides.
   constexpr int kFrames = 3000;
   int received = 0;
@@ -243,23 +252,23 @@ TEST_F(XdpSteerTest, AnAfXdpSocketCarriesManyFramesBothWays) {
   for (int i = 0; i < kFrames; ++i) {
     std::vector<uint8_t> f = frame(0x77, uint8_t(i));
     std::span<uint8_t> o;
-    for (int t = 0; t < 1000 && (o = out.value()->tx_frame()).empty(); ++t) {
-      out.value()->flush();
+    for (int t = 0; t < 1000 && (o = st.out->tx_frame()).empty(); ++t) {
+      st.out->flush();
       std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
     ASSERT_FALSE(o.empty()) << "no send frame came back at " << i;
     memcpy(o.data(), f.data(), f.size());
-    out.value()->tx_commit(f.size());
-    if (i % 16 == 15) out.value()->flush();
-    in.value()->receive(check);
+    st.out->tx_commit(f.size());
+    if (i % 16 == 15) st.out->flush();
+    st.in->receive(check);
   }
-  out.value()->flush();
+  st.out->flush();
   const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-  while (received < kFrames && std::chrono::steady_clock::now() < end) in.value()->receive(check);
+  while (received < kFrames && std::chrono::steady_clock::now() < end) st.in->receive(check);
   // veth drops nothing between two sockets that keep up; the receiver's
   // rings may overflow while this one thread sends: every frame is either
   // received or counted as dropped.
-  EXPECT_EQ(uint64_t(received) + in.value()->dropped(), uint64_t(kFrames));
+  EXPECT_EQ(uint64_t(received) + st.in->dropped(), uint64_t(kFrames));
   EXPECT_GT(received, kFrames / 2);
 }
 
@@ -267,27 +276,22 @@ TEST_F(XdpSteerTest, AnAfXdpSocketCarriesManyFramesBothWays) {
 // at most 32 per sendto() and says EAGAIN for the rest (which waited for
 // the next send, or for retransmission, before XskSocket kicked again).
 TEST_F(XdpSteerTest, OneFlushSendsAWholeBurst) {
-  auto steer = XdpSteer::attach(recv_.index, XdpSteer::Mode::kGeneric);
-  ASSERT_TRUE(steer.is_ok());
-  auto in = XskSocket::open(recv_.index, 0, {});
-  auto out = XskSocket::open(send_.index, 0, {});
-  ASSERT_TRUE(in.is_ok() && out.is_ok());
-  ASSERT_TRUE(steer.value()->set_socket(0, in.value()->fd()).is_ok());
-  ASSERT_TRUE(steer.value()->steer(0x77, 0).is_ok());
+  Steered st;
+  ASSERT_NO_FATAL_FAILURE(steer_to(0x77, 0, &st));
   constexpr int kBurst = 200;  // under both rings' 512, over the kernel's 32 per call
   for (int i = 0; i < kBurst; ++i) {
     const std::vector<uint8_t> f = frame(0x77, uint8_t(i));
-    std::span<uint8_t> o = out.value()->tx_frame();
+    std::span<uint8_t> o = st.out->tx_frame();
     ASSERT_GE(o.size(), f.size()) << "frame " << i;
     memcpy(o.data(), f.data(), f.size());
-    out.value()->tx_commit(f.size());
+    st.out->tx_commit(f.size());
   }
-  out.value()->flush();
+  st.out->flush();
   int got = 0;
   const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(2);
   while (got < kBurst && std::chrono::steady_clock::now() < end)
-    got += in.value()->receive([](std::span<const uint8_t>) {});
-  EXPECT_EQ(uint64_t(got) + in.value()->dropped(), uint64_t(kBurst));
+    got += st.in->receive([](std::span<const uint8_t>) {});
+  EXPECT_EQ(uint64_t(got) + st.in->dropped(), uint64_t(kBurst));
   EXPECT_EQ(got, kBurst);
 }
 
@@ -413,18 +417,13 @@ TEST_F(XdpSteerTest, RequestsLendOnlyDevicesAndSteerOnlyOwnQps) {
 // the UDP-socket link both ways (the ICRC over the headers each side
 // really sent and received), corrupted frames counted and dropped.
 TEST_F(XdpSteerTest, FramesCarryRocePacketsToAndFromTheUdpLink) {
-  auto steer = XdpSteer::attach(recv_.index, XdpSteer::Mode::kGeneric);
-  ASSERT_TRUE(steer.is_ok());
-  auto in_xsk = XskSocket::open(recv_.index, 0, {});
-  auto out_xsk = XskSocket::open(send_.index, 0, {});
-  ASSERT_TRUE(in_xsk.is_ok() && out_xsk.is_ok());
-  ASSERT_TRUE(steer.value()->set_socket(0, in_xsk.value()->fd()).is_ok());
-  ASSERT_TRUE(steer.value()->steer(0x500, 0).is_ok());
+  Steered st;
+  ASSERT_NO_FATAL_FAILURE(steer_to(0x500, 0, &st));
   link::XdpPort::Options ro, so;
   memcpy(ro.mac, recv_.mac, 6);
   memcpy(so.mac, send_.mac, 6);
-  link::XdpPort in(std::move(in_xsk.value()), ro);
-  auto out = std::make_unique<link::XdpPort>(std::move(out_xsk.value()), so);
+  link::XdpPort in(std::move(st.in), ro);
+  auto out = std::make_unique<link::XdpPort>(std::move(st.out), so);
   link::IpAddr send_ip, recv_ip;
   uint32_t a;
   inet_pton(AF_INET, "10.98.0.1", &a);
@@ -533,28 +532,23 @@ TEST_F(XdpSteerTest, FramesCarryRocePacketsToAndFromTheUdpLink) {
 // An engine asleep in epoll wakes when a frame waits in its socket's ring
 // (the AF_XDP socket's receive path signals it, as a UDP socket's does).
 TEST_F(XdpSteerTest, EpollWakesForAWaitingFrame) {
-  auto steer = XdpSteer::attach(recv_.index, XdpSteer::Mode::kGeneric);
-  ASSERT_TRUE(steer.is_ok());
-  auto in = XskSocket::open(recv_.index, 0, {});
-  auto out = XskSocket::open(send_.index, 0, {});
-  ASSERT_TRUE(in.is_ok() && out.is_ok());
-  ASSERT_TRUE(steer.value()->set_socket(0, in.value()->fd()).is_ok());
-  ASSERT_TRUE(steer.value()->steer(0x99, 0).is_ok());
+  Steered st;
+  ASSERT_NO_FATAL_FAILURE(steer_to(0x99, 0, &st));
   const int ep = epoll_create1(EPOLL_CLOEXEC);
   epoll_event ev{};
   ev.events = EPOLLIN;
-  ASSERT_EQ(epoll_ctl(ep, EPOLL_CTL_ADD, in.value()->fd(), &ev), 0);
+  ASSERT_EQ(epoll_ctl(ep, EPOLL_CTL_ADD, st.in->fd(), &ev), 0);
   epoll_event got[1];
   EXPECT_EQ(epoll_wait(ep, got, 1, 0), 0);  // nothing yet
   for (int round = 0; round < 3; ++round) {
     // Asleep first, then the frame comes.
     std::thread later([&] {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      send(*out.value(), frame(0x99, uint8_t(round)));
+      send(*st.out, frame(0x99, uint8_t(round)));
     });
     EXPECT_EQ(epoll_wait(ep, got, 1, 2000), 1) << "round " << round;
     later.join();
-    EXPECT_EQ(in.value()->receive([](std::span<const uint8_t>) {}), 1);
+    EXPECT_EQ(st.in->receive([](std::span<const uint8_t>) {}), 1);
     EXPECT_EQ(epoll_wait(ep, got, 1, 0), 0);  // taken: not readable any more
   }
   close(ep);
