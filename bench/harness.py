@@ -503,32 +503,39 @@ def group_limits(b):
             b.record(tool, "1 call", "bw", s, r["gbyte_s"], "GB/s", sweep=int(s not in BW_POINTS))
 
 
-def perftest_pair(b, group, env, prefix=""):
-    """Runs one perftest tool as server + client on uroce_lo (GID 1) under env."""
+def perftest_pair(b, group, env, prefix="", dev="uroce_lo", addr="127.0.0.1", in_srv=None, in_cli=None):
+    """Runs one perftest tool as server + client on dev (GID 1) under env; the client connects to
+    addr; in_srv/in_cli wrap each side's command (e.g. into a network namespace)."""
+    keep = lambda argv: argv
+
     def pair(tool, args, name):
         port = b.next_port()
-        srv = [tool, "-d", "uroce_lo", "-x", "1", "-p", str(port)] + args
-        return b.run(group, prefix + name, srv + ["127.0.0.1"], server=srv, env=env, port=port, srv_grace=10)
+        srv = [tool, "-d", dev, "-x", "1", "-p", str(port)] + args
+        return b.run(group, prefix + name, (in_cli or keep)(srv + [addr]), server=(in_srv or keep)(srv),
+                     env=env, port=port, srv_grace=10)
     return pair
 
 
-def perftest_points(b, pair, transport, lat_n):
-    """The latency tools at LAT_POINTS and the bandwidth tools at BW_POINTS (1 s each)."""
+def perftest_points(b, pair, transport, lat_n, lat_sizes=None, bw_tools=("ib_write_bw", "ib_read_bw", "ib_send_bw"),
+                    bw_sizes=None, rate=True):
+    """The latency tools at lat_sizes (LAT_POINTS) and bw_tools at bw_sizes (BW_POINTS), 1 s each;
+    rate: the bandwidth runs' message rates too."""
     for tool in ("ib_send_lat", "ib_write_lat", "ib_read_lat"):
-        for s in LAT_POINTS:
+        for s in lat_sizes or LAT_POINTS:
             rc, text = pair(tool, ["-s", str(s), "-n", str(lat_n)], f"{tool}-{s}")
             rows = [r for r in parse_perftest_lat(text) if r[0] == s]
             if rc == 0 and rows:
                 b.record(tool, transport, "lat", s, rows[0][1], "us", rows[0][2])
             else:
                 b.fail(tool, transport, "lat", s, "us", f"rc={rc}")
-    for tool in ("ib_write_bw", "ib_read_bw", "ib_send_bw"):
-        for s in BW_POINTS:
+    for tool in bw_tools:
+        for s in bw_sizes or BW_POINTS:
             rc, text = pair(tool, ["-s", str(s), "-D", "1"], f"{tool}-{s}")
             rows = [r for r in parse_perftest_bw(text) if r[0] == s]
             if rc == 0 and rows:
                 b.record(tool, transport, "bw", s, f"{rows[0][1]:.4f}", "GB/s")
-                b.record(tool, transport, "rate", s, f"{rows[0][2]:.4f}", "Mmsg/s")
+                if rate:
+                    b.record(tool, transport, "rate", s, f"{rows[0][2]:.4f}", "Mmsg/s")
             else:
                 b.fail(tool, transport, "bw", s, "GB/s", f"rc={rc}")
 
@@ -776,27 +783,10 @@ def group_veth(b):
     for link, xdp_env, transport in (("udp", "0", "uroce UDP veth"), ("xdp", "require", "uroce AF_XDP veth")):
         env = dict(b.uroce_env, UROCE_UROCED=os.path.join(b.a.uroce, "bin", "uroced"), UROCE_LINK_XDP=xdp_env)
         env.pop("UROCE_DAEMON_NAME", None)
-
-        def pair(tool, args, name, env=env, link=link):
-            port = b.next_port()
-            srv = [tool, "-d", "uroce_rnic0", "-x", "1", "-p", str(port)] + args
-            return b.run("veth", f"{link}-{name}", in_ns(ns[1], srv + [srv_ip]), server=in_ns(ns[0], srv),
-                         env=env, port=port, srv_grace=10)
-        for tool in ("ib_send_lat", "ib_write_lat", "ib_read_lat"):
-            rc, text = pair(tool, ["-s", "2", "-n", str(b.it(20000))], f"{tool}-2")
-            rows = [r for r in parse_perftest_lat(text) if r[0] == 2]
-            if rc == 0 and rows:
-                b.record(tool, transport, "lat", 2, rows[0][1], "us", rows[0][2])
-            else:
-                b.fail(tool, transport, "lat", 2, "us", f"rc={rc}")
-        for tool in ("ib_write_bw", "ib_send_bw"):
-            for s in (65536, 1 << 20):
-                rc, text = pair(tool, ["-s", str(s), "-D", "1"], f"{tool}-{s}")
-                rows = [r for r in parse_perftest_bw(text) if r[0] == s]
-                if rc == 0 and rows:
-                    b.record(tool, transport, "bw", s, f"{rows[0][1]:.4f}", "GB/s")
-                else:
-                    b.fail(tool, transport, "bw", s, "GB/s", f"rc={rc}")
+        pair = perftest_pair(b, "veth", env, prefix=f"{link}-", dev="uroce_rnic0", addr=srv_ip,
+                             in_srv=lambda argv: in_ns(ns[0], argv), in_cli=lambda argv: in_ns(ns[1], argv))
+        perftest_points(b, pair, transport, b.it(20000), lat_sizes=[2], bw_tools=("ib_write_bw", "ib_send_bw"),
+                        bw_sizes=(65536, 1 << 20), rate=False)
     # qperf's TCP across the veth.
     port = b.next_port()
     tests = [("tcp_lat", 2, "latency", "lat"), ("tcp_bw", 65536, "bw", "bw"), ("tcp_bw", 1 << 20, "bw", "bw")]
