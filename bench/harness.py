@@ -748,35 +748,39 @@ def group_veth(b):
     srv_ip, _cli_ip = b.VETH_ADDR
     in_ns = lambda n, argv: ["ip", "netns", "exec", n] + argv
     ms = "30" if b.a.quick else "150"
-    # Raw UDP (busy-polled sockets), as group udp but across the veth.
+    # The raw ping-pongs across the veth: UDP sockets (busy-polled, as group udp) and AF_XDP
+    # (generic XDP on the veth, both ends spinning on their rings); each also with an ACK-sized
+    # second datagram or frame per message (-a): what an RC ping-pong whose sends are all
+    # signaled (perftest's latency tools: tx depth 1) moves per direction at least.
     u = os.path.join(b.bin, "udp_pingpong")
-    port = b.next_port()
-    rc, text = b.run("veth", "udp_pingpong", in_ns(ns[1], [u, "-H", srv_ip, "client", str(port), ms]
-                                                    + [str(s) for s in LAT_POINTS]),
-                     server=in_ns(ns[0], [u, "-H", srv_ip, "server", str(port), str(b.a.run_timeout)]),
-                     port=port, proto="udp")
-    got = {int(r["size"]): r for r in parse_kv_lines(text, "udp_pingpong")}
-    for s in LAT_POINTS:
-        r = got.get(s)
-        if r:
-            b.record("udp_pingpong", "veth udp busy-poll", "lat", s, r["oneway_us"], "us", extra=f"lost={r['lost']}")
-        else:
-            b.fail("udp_pingpong", "veth udp busy-poll", "lat", s, "us", f"rc={rc}")
-    # Raw AF_XDP (generic XDP on the veth, both ends spinning on their rings).
     x = os.path.join(b.bin, "xdp_pingpong")
-    sizes = [s for s in LAT_POINTS if s <= 2048]
-    if os.access(x, os.X_OK):
-        rc, text = b.run("veth", "xdp_pingpong", in_ns(ns[1], [x, "client", "rnic0", srv_ip, b.mac_in(ns[0]), ms]
-                                                        + [str(s) for s in sizes]),
-                         server=in_ns(ns[0], [x, "server", "rnic0", str(b.a.run_timeout)]))
-        got = {int(r["size"]): r for r in parse_kv_lines(text, "xdp_pingpong")}
+    xdp_sizes = [s for s in LAT_POINTS if s <= 2048]
+    raw = [("udp_pingpong", "veth udp busy-poll", [], LAT_POINTS),
+           ("udp_pingpong", "veth udp busy-poll + ACK (GSO)", ["-a"], [2]),
+           ("xdp_pingpong", "veth AF_XDP (generic)", [], xdp_sizes),
+           ("xdp_pingpong", "veth AF_XDP (generic) + ACK", ["-a"], [2])]
+    for tool, transport, opt, sizes in raw:
+        name = tool + ("_ack" if opt else "")
+        if tool == "udp_pingpong":
+            port = b.next_port()
+            rc, text = b.run("veth", name, in_ns(ns[1], [u] + opt + ["-H", srv_ip, "client", str(port), ms]
+                                                 + [str(s) for s in sizes]),
+                             server=in_ns(ns[0], [u] + opt + ["-H", srv_ip, "server", str(port),
+                                                              str(b.a.run_timeout)]),
+                             port=port, proto="udp")
+        elif os.access(x, os.X_OK):
+            rc, text = b.run("veth", name, in_ns(ns[1], [x] + opt + ["client", "rnic0", srv_ip, b.mac_in(ns[0]), ms]
+                                                 + [str(s) for s in sizes]),
+                             server=in_ns(ns[0], [x] + opt + ["server", "rnic0", str(b.a.run_timeout)]))
+        else:
+            continue
+        got = {int(r["size"]): r for r in parse_kv_lines(text, name)}
         for s in sizes:
             r = got.get(s)
             if r:
-                b.record("xdp_pingpong", "veth AF_XDP (generic)", "lat", s, r["oneway_us"], "us",
-                         extra=f"lost={r['lost']}")
+                b.record(tool, transport, "lat", s, r["oneway_us"], "us", extra=f"lost={r['lost']}")
             else:
-                b.fail("xdp_pingpong", "veth AF_XDP (generic)", "lat", s, "us", f"rc={rc}")
+                b.fail(tool, transport, "lat", s, "us", f"rc={rc}")
     # uroce under perftest between the namespaces, each with its own uroced: the RC QPs on
     # the UDP-socket link, then on the AF_XDP link (UROCE_LINK_XDP=require: fails rather
     # than fall back).

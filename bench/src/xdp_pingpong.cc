@@ -5,13 +5,18 @@
  * XDP program that steers RoCE v2 frames by destination QP (daemon/xdp_steer.h,
  * generic mode) and the AF_XDP socket (link/xsk.h). Needs root (CAP_NET_RAW,
  * CAP_NET_ADMIN, CAP_BPF), like uroced.
- *   xdp_pingpong server IFNAME MAXSEC
- *   xdp_pingpong client IFNAME PEER_IPV4 PEER_MAC MS_PER_SIZE SIZE...
+ *   xdp_pingpong [-a] server IFNAME MAXSEC
+ *   xdp_pingpong [-a] client IFNAME PEER_IPV4 PEER_MAC MS_PER_SIZE SIZE...
  * Frames are Ethernet + IPv4 + UDP (port 4791) + BTH (SEND ONLY to QP 0x11) +
  * SIZE bytes + a 4-byte ICRC field (not computed: nothing checks it here).
  * The server echoes each frame with the addresses swapped and exits on one
- * with no payload or after MAXSEC. Per SIZE the client prints
- *   RESULT xdp_pingpong size=.. rtt_us=.. (median batch) oneway_us=.. rtt_min_us=.. round_trips=.. lost=.. */
+ * with no payload or after MAXSEC. -a (both ends): every message travels
+ * with a second, ACK-sized frame (BTH + AETH + ICRC) in the same kick, and
+ * each side answers only once it has both: what an RC ping-pong whose sends
+ * are all signaled moves per direction at least (the message, and the ACK
+ * of the peer's message, which the peer waits for). Per SIZE the client prints
+ *   RESULT xdp_pingpong[_ack] size=.. rtt_us=.. (median batch) oneway_us=.. rtt_min_us=.. round_trips=..
+ * lost=.. */
 #include <arpa/inet.h>
 #include <net/if.h>
 #include <net/if_arp.h>
@@ -34,7 +39,7 @@
 namespace {
 
 constexpr uint32_t kQpn = 0x11;
-constexpr size_t kEth = 14, kBth = 12, kIcrc = 4;
+constexpr size_t kEth = 14, kBth = 12, kIcrc = 4, kAeth = 4;
 constexpr size_t kHeaders = kEth + uroce::wire::kIpv4HeaderBytes + uroce::wire::kUdpHeaderBytes + kBth;
 
 uint64_t now_ns() {
@@ -79,10 +84,16 @@ double median(std::vector<double> v) {
 int main(int argc, char** argv) {
   using uroce::daemon::XdpSteer;
   using uroce::link::XskSocket;
+  const char* prog = argv[0];
+  const bool ack = argc > 1 && strcmp(argv[1], "-a") == 0;
+  if (ack) --argc, ++argv;
+  const int per_message = ack ? 2 : 1;  // frames each way per message
   const bool server = argc == 4 && strcmp(argv[1], "server") == 0;
   if (!server && !(argc >= 7 && strcmp(argv[1], "client") == 0)) {
-    fprintf(stderr, "usage: %s server IFNAME MAXSEC | client IFNAME PEER_IPV4 PEER_MAC MS_PER_SIZE SIZE...\n",
-            argv[0]);
+    fprintf(
+        stderr,
+        "usage: %s [-a] server IFNAME MAXSEC | [-a] client IFNAME PEER_IPV4 PEER_MAC MS_PER_SIZE SIZE...\n",
+        prog);
     return 2;
   }
   const Iface me = interface_of(argv[2]);
@@ -97,6 +108,7 @@ int main(int argc, char** argv) {
   if (server) {
     const uint64_t end = now_ns() + uint64_t(atoi(argv[3])) * 1000000000ull;
     bool done = false;
+    int pending = 0;  // frames echoed, not yet kicked
     while (!done) {
       if (now_ns() > end) return 1;
       x.receive([&](std::span<const uint8_t> f) {
@@ -112,8 +124,12 @@ int main(int argc, char** argv) {
         memcpy(out.data() + kEth + 12, f.data() + kEth + 16, 4);  // IPv4 source <-> destination
         memcpy(out.data() + kEth + 16, f.data() + kEth + 12, 4);
         x.tx_commit(f.size());
+        ++pending;
       });
-      x.flush();
+      if (pending >= per_message) {  // the message (and its ACK) back in one kick
+        x.flush();
+        pending = 0;
+      }
     }
     return 0;
   }
@@ -129,7 +145,8 @@ int main(int argc, char** argv) {
     fprintf(stderr, "xdp_pingpong: %s is no IPv4 address\n", argv[3]);
     return 2;
   }
-  auto send_frame = [&](size_t size) {
+  // Queues a frame of `size` bytes after the BTH (kicked by the caller).
+  auto queue_frame = [&](size_t size) {
     std::span<uint8_t> f = x.tx_frame();
     const size_t len = kHeaders + size + kIcrc;
     if (f.size() < len) return false;
@@ -148,14 +165,19 @@ int main(int argc, char** argv) {
     bth[5] = uint8_t(kQpn >> 16), bth[6] = uint8_t(kQpn >> 8), bth[7] = uint8_t(kQpn);
     memset(bth + kBth, 0x42, size + kIcrc);
     x.tx_commit(len);
-    x.flush();
     return true;
   };
-  // One frame back within `timeout_ns`; false if none came.
+  auto send_frame = [&](size_t size) {
+    const bool ok = queue_frame(size) && (!ack || size == 0 || queue_frame(kAeth));
+    x.flush();
+    return ok;
+  };
+  // A message's frames back within `timeout_ns`; false if they did not all come.
   auto await = [&](uint64_t timeout_ns) {
     const uint64_t end = now_ns() + timeout_ns;
-    for (;;) {
-      if (x.receive([](std::span<const uint8_t>) {}, 1)) return true;
+    for (int got = 0;;) {
+      got += x.receive([](std::span<const uint8_t>) {}, per_message - got);
+      if (got == per_message) return true;
       if (now_ns() > end) return false;
     }
   };
@@ -185,9 +207,10 @@ int main(int argc, char** argv) {
     }
     const double med = median(per_rt);
     printf(
-        "RESULT xdp_pingpong size=%zu rtt_us=%.3f oneway_us=%.3f rtt_min_us=%.3f round_trips=%ld lost=%ld\n",
-        size, med, med / 2, *std::min_element(per_rt.begin(), per_rt.end()), long(per_rt.size()) * batch,
-        lost);
+        "RESULT xdp_pingpong%s size=%zu rtt_us=%.3f oneway_us=%.3f rtt_min_us=%.3f round_trips=%ld "
+        "lost=%ld\n",
+        ack ? "_ack" : "", size, med, med / 2, *std::min_element(per_rt.begin(), per_rt.end()),
+        long(per_rt.size()) * batch, lost);
     fflush(stdout);
   }
   send_frame(0);  // tells the server to stop
