@@ -333,6 +333,13 @@ def targets(d):
     v = st("am_lat", "uct posix", "lat", 8)
     out.append(("ib_send_lat 2 B ≤ UCX shm am_lat (UCT)", send, v.med, "le",
                 "UCT am_lat over posix shm at 8 B, its smallest size (8-byte AM header)", [v]))
+    # Issue 18's intra-host targets.
+    out.append(("ib_send_lat 2 B ≤ 3 × shared-memory half round trip", send, mul(3, shm), "le",
+                f"shm ping-pong 2 B one-way {fmt(shm.med)} µs", [shm]))
+    w64 = st("ib_write_lat", "uroce RC", "lat", 64)
+    put = st("ucp_put_lat", "ucp posix,cma", "lat", 64)
+    out.append(("ib_write_lat 64 B ≤ UCX shm ucp_put_lat 64 B", w64, put.med, "le",
+                "ucp_put_lat 64 B, ucp posix,cma", [put]))
     w = st("ib_write_lat", "uroce RC", "lat", 2)
     pvw = st("process_vm_writev", "1 call", "lat", 2)
     lim = derived_write_limit(d, 2)
