@@ -71,7 +71,7 @@ uroce_cm_pair(perftest_read_lat "ib_read_lat -R -n 1000" "ib_read_lat -R -n 1000
 # nc sends, checked: rsocket_copy.sh; iperf3)
 set(RSPRELOAD LD_PRELOAD=/usr/lib/x86_64-linux-gnu/rsocket/librspreload.so)
 uroce_cm_pair(rstream "rstream -b 127.0.0.1 -T v" "rstream -s 127.0.0.1 -T v" "^1m_bw ")
-uroce_cm_pair(rstream_async "rstream -b 127.0.0.1 -T a -S 65536" "rstream -s 127.0.0.1 -T a -S 65536" "^custom +64k ")
+uroce_cm_pair(rstream_async --rerun-on-hup "rstream -b 127.0.0.1 -T a -S 65536" "rstream -s 127.0.0.1 -T a -S 65536" "^custom +64k ")
 uroce_cm_pair(rstream_host_address "rstream -b 10.9.0.1 -T v -S 4096" "rstream -s 10.9.0.1 -T v -S 4096" "^custom +4k ")
 uroce_cm_pair(riostream "riostream -b 127.0.0.1" "riostream -s 127.0.0.1" "^1m_bw ")
 uroce_cm_pair(rspreload_nc "bash ${CMAKE_CURRENT_LIST_DIR}/rsocket_copy.sh serve 127.0.0.1 5555"
