@@ -77,6 +77,10 @@
  * every completion producer fences after publishing. */
 #define UROCE_ENV_CQ_FENCE "UROCE_CQ_FENCE"
 
+/* "0": a small SEND between processes of one host takes the usual delivery
+ * instead of one record in the receiver's ring. */
+#define UROCE_ENV_EAGER "UROCE_EAGER"
+
 /* The CM's response timeout on the wire, as the IBTA's 5-bit exponent
  * (4.096 us * 2^value; default 20). Read by uroced at start. */
 #define UROCE_ENV_CM_RESPONSE_TIMEOUT "UROCE_CM_RESPONSE_TIMEOUT"

@@ -5,6 +5,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <bit>
 #include <cstdlib>
 #include <cstring>
 
@@ -149,6 +150,42 @@ void Cq::purge_qp(uint32_t qpn) {
   cq_purge(
       ctx_->seg().base(), ring_, [qpn](const Cqe& c) { return c.qp_num == qpn; },
       geom_.load(std::memory_order_relaxed));
+}
+
+int Cq::eager_attach(EagerRing* ring, uint32_t records, Qp* qp, QpShm* shm, RqRing* rq, uint32_t qpn) {
+  std::lock_guard<SpinLock> g(mu_);
+  const uint32_t used = eager_used_.load(std::memory_order_relaxed);
+  if (used == (1u << kMaxEager) - 1) return -1;
+  const int place = std::countr_one(used);
+  EagerRx& e = eager_[place];
+  e.mask = records - 1;
+  e.qpn = qpn;
+  e.qp = qp;
+  e.shm = shm;
+  e.rq = rq;
+  e.cons.store(0, std::memory_order_relaxed);
+  e.done.store(0, std::memory_order_relaxed);
+  e.mr_cache = MrCache{};
+  e.ring.store(ring, std::memory_order_relaxed);
+  eager_used_.store(used | (1u << place), std::memory_order_release);
+  return place;
+}
+
+void Cq::eager_detach(int place) {
+  std::lock_guard<SpinLock> g(mu_);
+  eager_used_.store(eager_used_.load(std::memory_order_relaxed) & ~(1u << place), std::memory_order_release);
+  eager_[place].ring.store(nullptr, std::memory_order_relaxed);
+  eager_[place].qp = nullptr;
+}
+
+void Cq::eager_reset(int place, uint64_t done) {
+  std::lock_guard<SpinLock> g(mu_);
+  EagerRx& e = eager_[place];
+  EagerRing* r = e.ring.load(std::memory_order_relaxed);
+  const uint64_t prod = r->prod.load(std::memory_order_acquire);
+  e.cons.store(prod, std::memory_order_relaxed);
+  r->cons.store(prod, std::memory_order_release);
+  e.done.store(done, std::memory_order_release);
 }
 
 void cq_notify(const CqRing* r) {

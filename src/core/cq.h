@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <bit>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -13,6 +14,7 @@
 #include "common/status.h"
 #include "core/context.h"
 #include "core/cq_ring.h"
+#include "core/eager.h"
 
 namespace uroce::core {
 /// A completion retired `n` send-queue slots of local QP `local_id` (core/qp.cc).
@@ -42,9 +44,13 @@ class Cq {
   /// Hands up to `n` completions to `take` in place (no intermediate copy).
   template <typename Take>
   int poll_each(int n, Take&& take) {
+    const uint32_t eager = eager_used_.load(std::memory_order_acquire);
     // The busy-poll case: no lock.
-    if (!cq_peek_ready(ctx_->seg().base(), ring_, geom_.load(std::memory_order_acquire))) return 0;
+    if (!cq_peek_ready(ctx_->seg().base(), ring_, geom_.load(std::memory_order_acquire)) &&
+        !(eager && eager_any_ready(eager)))
+      return 0;
     std::lock_guard<SpinLock> g(mu_);
+    if (eager_used_.load(std::memory_order_relaxed)) return poll_merged(n, take);
     return cq_pop_each(
         ctx_->seg().base(), ring_, n,
         [&](const Cqe& c) {
@@ -67,6 +73,18 @@ class Cq {
   /// starts clean, as mlx5 cleans its CQs then (see cq_purge).
   void purge_qp(uint32_t qpn);
 
+  // --- one-line records of small SENDs (core/eager.h), for the QPs whose
+  // receive CQ this is (at most kMaxEager of them)
+  static constexpr int kMaxEager = 8;
+  /// A QP's ring joins this CQ's polls: its place, or -1 if all are taken.
+  int eager_attach(EagerRing* ring, uint32_t records, Qp* qp, QpShm* shm, RqRing* rq, uint32_t qpn);
+  void eager_detach(int place);
+  /// A QP moved to RESET: its unread records are dropped and its receives
+  /// completed up to `done` (the receive queue's head).
+  void eager_reset(int place, uint64_t done);
+  /// The receives of the QP at `place` whose completions were polled (rq_post's `done`).
+  const std::atomic<uint64_t>* eager_done(int place) const { return &eager_[place].done; }
+
   uint32_t capacity() const { return 1u << (geom_.load(std::memory_order_relaxed) >> 48); }
   uint32_t reported_cqe() const { return reported_cqe_; }
   uint64_t off() const { return off_; }
@@ -75,6 +93,60 @@ class Cq {
 
  private:
   Cq() = default;
+  bool eager_any_ready(uint32_t used) const {
+    for (; used; used &= used - 1)
+      if (eager_ready(eager_[std::countr_zero(used)])) return true;
+    return false;
+  }
+  EagerRx* eager_of(uint32_t qpn) {
+    for (uint32_t u = eager_used_.load(std::memory_order_relaxed); u; u &= u - 1)
+      if (eager_[std::countr_zero(u)].qpn == qpn) return &eager_[std::countr_zero(u)];
+    return nullptr;
+  }
+  /// poll_each with records (under mu_): the records and the ring's
+  /// completions of each QP handed out in the order of its receives.
+  template <typename Take>
+  int poll_merged(int n, Take& take) {
+    uint8_t* base = ctx_->seg().base();
+    const bool stamp = ring_->want_ts;
+    int got = 0;
+    Cqe c;
+    // The records of `e` whose turn has come, within `budget`.
+    auto records = [&](EagerRx& e, int budget) {
+      int k = 0;
+      while (k < budget && eager_next(ctx_, e, &c)) {
+        if (stamp) c.timestamp_ns = now_ns();
+        take(static_cast<const Cqe&>(c));
+        ++k;
+      }
+      return k;
+    };
+    for (;;) {
+      const int before = got;
+      for (uint32_t u = eager_used_.load(std::memory_order_relaxed); u && got < n; u &= u - 1)
+        got += records(eager_[std::countr_zero(u)], n - got);
+      if (got >= n) break;
+      got += cq_pop_each(
+          base, ring_, n - got,
+          [&](const Cqe& x) {
+            if (x.sq_retire) qp_retire(x.local_qp, x.sq_retire);
+            if (x.opcode & kWcRecvBit)
+              if (EagerRx* e = eager_of(x.qp_num)) e->done.fetch_add(1, std::memory_order_release);
+            take(x);
+          },
+          geom_.load(std::memory_order_relaxed),
+          [&](const Cqe& x, int budget, int* extra) {
+            if (!(x.opcode & kWcRecvBit)) return true;
+            EagerRx* e = eager_of(x.qp_num);
+            if (!e) return true;
+            *extra = records(*e, budget);
+            return *extra < budget;  // else a record may still be due first
+          });
+      if (got == before || got >= n) break;
+    }
+    return got;
+  }
+
   Context* ctx_ = nullptr;
   CqRing* ring_ = nullptr;
   /// The slot array and capacity, kept here (cq_geom_pack): the ring's copy
@@ -88,6 +160,8 @@ class Cq {
   SpinLock mu_;                                     // consumers against a resize's switch of slot arrays
   std::mutex resize_mu_;                            // one resize at a time
   std::atomic<uint64_t> head_seen_{0};  // producers' private copy of the ring's head (see cq_push)
+  EagerRx eager_[kMaxEager];
+  std::atomic<uint32_t> eager_used_{0};  // a bit per place in use (changed under mu_)
 };
 
 /// Wakes the completion channel of a CQ whose ring said kOkNotify.

@@ -165,8 +165,12 @@ inline CqPush cq_push(uint8_t* seg_base, CqRing* r, const Cqe& c, bool solicited
 /// Consumer: hands up to `n` published completions, in order, to `take`
 /// (which reads them in place, before their slots are released), then
 /// releases them. Owner only, under its lock. Returns how many.
-template <typename Take>
-inline int cq_pop_each(uint8_t* seg_base, CqRing* r, int n, Take&& take, uint64_t geom = 0) {
+/// `gate(cqe, budget, &extra)`, called before each completion is taken,
+/// may first hand over up to `budget` completions of its own that must come
+/// before it (it adds how many to *extra) and returns false to stop before
+/// this one (its slot stays published).
+template <typename Take, typename Gate>
+inline int cq_pop_each(uint8_t* seg_base, CqRing* r, int n, Take&& take, uint64_t geom, Gate&& gate) {
   const CqGeom g = cq_geom(seg_base, r, geom);
   Cqe* slots = g.slots;
   const uint32_t mask = g.mask;
@@ -176,6 +180,10 @@ inline int cq_pop_each(uint8_t* seg_base, CqRing* r, int n, Take&& take, uint64_
     Cqe* s = &slots[h & mask];
     if (std::atomic_ref<uint64_t>(s->seq).load(std::memory_order_acquire) != h + 1)
       break;  // pairs with cq_push's release
+    int extra = 0;
+    const bool go = gate(static_cast<const Cqe&>(*s), n - got, &extra);
+    got += extra;
+    if (!go || got >= n) break;
     if (s->wc_flags & kCqeBounced) {
       // Deliver the payload now, before the slot (and its record) is released.
       const uint8_t* rec = g.bounce + size_t(h & mask) * kCqBounceBytes;
@@ -190,6 +198,11 @@ inline int cq_pop_each(uint8_t* seg_base, CqRing* r, int n, Take&& take, uint64_
   }
   if (got) r->head.store(h, std::memory_order_release);  // pairs with cq_push's acquire
   return got;
+}
+
+template <typename Take>
+inline int cq_pop_each(uint8_t* seg_base, CqRing* r, int n, Take&& take, uint64_t geom = 0) {
+  return cq_pop_each(seg_base, r, n, take, geom, [](const Cqe&, int, int*) { return true; });
 }
 
 /// Consumer: copies up to `n` completions into `out`. Owner only, under its lock.

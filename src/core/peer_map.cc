@@ -160,6 +160,20 @@ Result<PeerQp> PeerMap::place_qp(PeerSegment* seg, uint32_t qpn, uint64_t qp_off
   }
   if (rq_off) pq.rq = reinterpret_cast<RqRing*>(pq.seg->base + rq_off);
   if (cq_off) pq.rcq = reinterpret_cast<CqRing*>(pq.seg->base + cq_off);
+  const uint64_t eager_off = std::atomic_ref<uint64_t>(pq.qp->eager_off).load(std::memory_order_relaxed);
+  if (eager_off && pq.rq && pq.rcq) {
+    auto* ring = b.covers(eager_off, sizeof(EagerRing)) && eager_off % alignof(EagerRing) == 0
+                     ? reinterpret_cast<EagerRing*>(pq.seg->base + eager_off)
+                     : nullptr;
+    const uint32_t size = ring ? std::atomic_ref<uint32_t>(ring->size).load(std::memory_order_relaxed) : 0;
+    if (!ring || size == 0 || (size & (size - 1)) || size > kEagerMaxRecords ||
+        !b.covers(eager_off, sizeof(EagerRing) + uint64_t(size) * sizeof(EagerRec))) {
+      b.set_corrupt("a QP's eager ring outside the segment");
+      return Status(EINVAL);
+    }
+    pq.eager = ring;
+    pq.eager_mask = size - 1;
+  }
   qps_[qpn] = pq;
   return pq;
 }

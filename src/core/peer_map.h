@@ -28,6 +28,11 @@ struct PeerQp {
   RqRing* rq = nullptr;
   CqRing* rcq = nullptr;
   mutable MrCache mr_cache;
+  /// The target QP's EagerRing (core/eager.h) or null, its size - 1, and
+  /// the requester's private copy of the ring's consumer count.
+  EagerRing* eager = nullptr;
+  uint32_t eager_mask = 0;
+  mutable uint64_t eager_cons_seen = 0;
   /// Still the QP we resolved, and its owner alive?
   /// (And its segment not found to hold nonsense: core/seg_bound.h.)
   bool valid() const {

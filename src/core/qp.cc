@@ -7,6 +7,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "core/eager.h"
 #include "core/limits.h"
 #include "core/net_engine.h"
 #include "core/net_qp.h"
@@ -124,6 +125,8 @@ Result<std::unique_ptr<Qp>> Qp::create(Context* ctx, const QpCreateArgs& a) {
   s->state.store(uint32_t(QpState::kReset));
   q->qpn_ = slot->qpn;
   s->qpn = q->qpn_;
+  s->eager_off = 0;
+  if (has_rq && !a.srq && (a.type == QpType::kRc || a.type == QpType::kUc)) q->eager_create();
   std::atomic_thread_fence(std::memory_order_release);
   s->magic = kQpMagic;
   q->local_id_ = table_insert(q.get());
@@ -169,6 +172,7 @@ Qp::~Qp() {
     shm_->state.store(uint32_t(QpState::kReset));
     shm_->magic = 0;
   }
+  if (eager_place_ >= 0) recv_cq_->eager_detach(eager_place_);
   // As mlx5 does at destroy (__mlx5_cq_clean): the completions still queued
   // for this QP go with it, so no one polls a wr_id of a QP that is gone
   // (libfabric's rxm closes a connection's endpoint, then drains the CQ and
@@ -180,6 +184,7 @@ Qp::~Qp() {
   if (recv_cq_ && qpn_) recv_cq_->refs--;
   if (srq_ && qpn_) srq_->refs--;
   if (!srq_ && rq_off_) ctx_->seg().free(rq_off_, rq_bytes_);
+  if (eager_off_) ctx_->seg().free(eager_off_, eager_ring_bytes(eager_->size));
   if (shm_off_) ctx_->release_qp_slot(shm_chunk_);
 }
 
@@ -239,6 +244,13 @@ Status Qp::modify(const QpModifyArgs& a, uint32_t mask) {
   if (mask & kEnSqdAsyncNotify) attr_.en_sqd_async_notify = a.en_sqd_async_notify;
   if (next == QpState::kRtr && cur == QpState::kInit && wants_network()) {
     if (Status s = net_open(); !s.is_ok()) return s;
+    if (eager_place_ >= 0) {
+      // Its messages come over the network: the ring is closed for good.
+      std::lock_guard<SpinLock> r(rq_mu_);
+      eager_->limit.store(0, std::memory_order_release);
+      recv_cq_->eager_detach(eager_place_);
+      eager_place_ = -1;
+    }
   }
   attr_.state = next;
   if (tracing())
@@ -252,7 +264,15 @@ Status Qp::modify(const QpModifyArgs& a, uint32_t mask) {
     if (send_cq_) send_cq_->purge_qp(qpn_);
     if (recv_cq_ && recv_cq_ != send_cq_) recv_cq_->purge_qp(qpn_);
     if (rq_ && !srq_) {
-      rq_->head.store(rq_->tail.load());
+      std::lock_guard<SpinLock> r(rq_mu_);
+      const uint64_t tail = rq_->tail.load();
+      rq_->head.store(tail);
+      rq_head_seen_ = tail;
+      if (eager_place_ >= 0) {
+        recv_cq_->eager_reset(eager_place_, tail);
+        eager_limit_ = kEagerPayload + 1;
+        eager_->limit.store(eager_limit_, std::memory_order_release);
+      }
     }
     sq_outstanding_.store(0);
     unsignaled_ = 0;
@@ -316,7 +336,12 @@ Status Qp::post_recv(uint64_t wr_id, const Sge* sge, uint32_t num_sge) {
   if (s == QpState::kReset) return Status(EINVAL);
   NetEngine::catch_up();
   std::lock_guard<SpinLock> g(rq_mu_);
-  if (!rq_post(ctx_->seg().base(), rq_, wr_id, sge, num_sge, &rq_head_seen_, &ctx_->seg().bound())) {
+  const std::atomic<uint64_t>* done = nullptr;
+  if (eager_place_ >= 0) {
+    if (eager_limit_) eager_vouch(sge, num_sge);
+    done = recv_cq_->eager_done(eager_place_);
+  }
+  if (!rq_post(ctx_->seg().base(), rq_, wr_id, sge, num_sge, &rq_head_seen_, &ctx_->seg().bound(), done)) {
     if (!ctx_->seg().bound().corrupt.load(std::memory_order_relaxed)) return Status(ENOMEM);
     ctx_->own_segment_corrupt();
     return Status(EIO);
@@ -344,6 +369,58 @@ void Qp::flush_rq() {
     c.qp_num = qpn_;
     if (tracing()) trace(qpn_, "recv completion wr_id=%llu WR_FLUSH_ERR", (unsigned long long)r.wr_id);
     recv_cq_->push_local(c, true);
+  }
+}
+
+void Qp::eager_create() {
+  if (!eager_enabled()) return;
+  const uint32_t records = eager_ring_records(cap_.max_recv_wr);
+  auto off = ctx_->seg().alloc(eager_ring_bytes(records));
+  if (!off.is_ok()) return;  // the usual delivery serves it
+  auto* r = ctx_->seg().at<EagerRing>(off.value());
+  memset(static_cast<void*>(r), 0, eager_ring_bytes(records));
+  r->size = records;
+  eager_limit_ = kEagerPayload + 1;
+  r->limit.store(eager_limit_, std::memory_order_relaxed);
+  eager_place_ = recv_cq_->eager_attach(r, records, this, shm_, rq_, qpn_);
+  if (eager_place_ < 0) {  // the CQ serves enough rings already
+    ctx_->seg().free(off.value(), eager_ring_bytes(records));
+    return;
+  }
+  eager_ = r;
+  eager_off_ = off.value();
+  shm_->eager_off = eager_off_;
+}
+
+void Qp::eager_vouch(const Sge* sge, uint32_t num_sge) {
+  uint64_t cap = 0;
+  bool keys_ok = true;
+  for (uint32_t i = 0; i < num_sge && keys_ok; ++i) {
+    const Sge& s = sge[i];
+    if (s.length == 0) continue;
+    const MrView* mr = mr_read_cached(ctx_->mr_entry(s.lkey), s.lkey, &rq_mr_cache_);
+    keys_ok = mr && mr->pd_id == pd_id_ && (mr->access & access::kLocalWrite) &&
+              !(mr->access & access::kWindow) && mr_contains(*mr, s.addr, s.length);
+    cap += s.length;
+  }
+  // A key that is not valid now: the usual delivery finds it and reports it.
+  const uint32_t lim = keys_ok ? uint32_t(std::min<uint64_t>(cap, kEagerPayload) + 1) : 0;
+  if (lim < eager_limit_) {
+    eager_limit_ = lim;
+    eager_->limit.store(lim, std::memory_order_relaxed);  // published by rq_post's release of the tail
+  }
+}
+
+void Qp::responder_error(AsyncEvent ev) {
+  uint32_t s = shm_->state.load(std::memory_order_acquire);
+  while (state_can_receive(QpState(s))) {
+    if (shm_->state.compare_exchange_weak(s, uint32_t(QpState::kErr), std::memory_order_acq_rel)) {
+      if (tracing()) trace(qpn_, "state -> ERR (responder error at a one-line record)");
+      flush_rq();
+      NotifyMsg m{kNotifyAsync, uint32_t(ev), shm_->user_handle};
+      notify_post(getpid(), ctx_->async_id(), m);
+      return;
+    }
   }
 }
 

@@ -124,6 +124,10 @@ class Qp {
   /// Called from poll_cq: `n` send-queue slots completed.
   void retire(uint32_t n) { sq_outstanding_.fetch_sub(n, std::memory_order_relaxed); }
 
+  /// A receive of this QP failed where its owner polled it (core/eager.h):
+  /// the QP goes to ERR, its receives are flushed and the owner hears `ev`.
+  void responder_error(AsyncEvent ev);
+
   /// Moves to ERR: flushes deferred sends and posted receives (IBA 10.3.1 / C10-xx).
   void enter_error_st();
 
@@ -169,6 +173,12 @@ class Qp {
   void flush_sq_st();
   bool progress_st();
   void flush_rq();
+  /// Creation (RC, UC with a receive queue of its own): the EagerRing that
+  /// small SENDs from a peer on this host take, joined to the receive CQ.
+  void eager_create();
+  /// post_recv: lowers the ring's limit for a receive that takes fewer
+  /// bytes or names a key that is not valid now (under rq_mu_).
+  void eager_vouch(const Sge* sge, uint32_t num_sge);
   /// The target QP `qpn`: the cached peer_ (RC/UC) or, for UD, resolved into *tmp.
   /// nullptr if it cannot be resolved.
   const PeerQp* peer_for(uint32_t qpn, PeerQp* tmp);
@@ -229,6 +239,13 @@ class Qp {
   std::mutex sq_mu_;
   SpinLock rq_mu_;
   uint64_t rq_head_seen_ = 0;  // private copy of the RQ's head (see rq_post), under rq_mu_
+  // The EagerRing (core/eager.h): its place in the receive CQ (-1: none),
+  // the limit as last stored and the last region a receive named (under rq_mu_).
+  EagerRing* eager_ = nullptr;
+  uint64_t eager_off_ = 0;
+  int eager_place_ = -1;
+  uint32_t eager_limit_ = 0;
+  MrCache rq_mr_cache_{};
   std::deque<Deferred> deferred_;
   uint32_t unsignaled_ = 0;  // WQEs since the last signaled one
   std::atomic<uint32_t> sq_outstanding_{0};

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "common/clock.h"
+#include "core/eager.h"
 #include "core/limits.h"
 #include "core/qp.h"
 #include "core/qp_state.h"
@@ -347,7 +348,7 @@ Qp::Exec Qp::execute(const SendWqe& w, ExecOut* out) {
   Resp r = Resp::kOk;
   switch (w.opcode) {
     case WrOpcode::kSend:
-      r = core::respond_send(t, loc, nl, len, m, &rnr);
+      if (!t.eager || !eager_send(t, loc, nl, len, m, &r)) r = core::respond_send(t, loc, nl, len, m, &rnr);
       break;
     case WrOpcode::kSendWithInv:
       m.has_inv = true;
@@ -356,7 +357,7 @@ Qp::Exec Qp::execute(const SendWqe& w, ExecOut* out) {
       break;
     case WrOpcode::kSendWithImm:
       m.has_imm = true;
-      r = core::respond_send(t, loc, nl, len, m, &rnr);
+      if (!t.eager || !eager_send(t, loc, nl, len, m, &r)) r = core::respond_send(t, loc, nl, len, m, &rnr);
       break;
     case WrOpcode::kRdmaWrite:
       r = core::respond_write(t, loc, nl, len, w.remote_addr, w.rkey, nullptr, &rnr, w.xrc_srqn);

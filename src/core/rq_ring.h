@@ -46,8 +46,14 @@ inline bool rq_geometry_ok(const RqGeometry& g, SegBound* b) {
 /// first (claimers in other processes write into the ring; one that
 /// scribbled over the geometry must not steer this write): nonsense marks
 /// the segment corrupt and posts nothing.
+/// `done` (optional): the receives whose slots are free are those before
+/// *done rather than before head -- a QP with an EagerRing, whose claimed
+/// receives stay in their slots until the owner's poll reads them
+/// (core/eager.h), as an HCA's receive slots are freed when poll_cq
+/// retires their completions.
 inline bool rq_post(uint8_t* seg_base, RqRing* r, uint64_t wr_id, const Sge* sge, uint32_t num_sge,
-                    uint64_t* head_seen, SegBound* bound = nullptr) {
+                    uint64_t* head_seen, SegBound* bound = nullptr,
+                    const std::atomic<uint64_t>* done = nullptr) {
   const RqGeometry g = rq_geometry(r);
   if (!rq_geometry_ok(g, bound) || (bound && num_sge > g.max_sge)) {
     bound->set_corrupt("a receive queue outside the segment");
@@ -55,7 +61,8 @@ inline bool rq_post(uint8_t* seg_base, RqRing* r, uint64_t wr_id, const Sge* sge
   }
   uint64_t t = r->tail.load(std::memory_order_relaxed);
   if (t - *head_seen >= r->max_wr) {
-    *head_seen = r->head.load(std::memory_order_acquire);  // pairs with rq_claim's CAS
+    *head_seen = done ? done->load(std::memory_order_acquire)
+                      : r->head.load(std::memory_order_acquire);  // pairs with rq_claim's CAS
     if (t - *head_seen >= r->max_wr) return false;
   }
   RqWqe* w = reinterpret_cast<RqWqe*>(seg_base + g.slots_off + (t & g.mask) * uint64_t(g.stride));
@@ -112,6 +119,30 @@ inline bool rq_claim(uint8_t* seg_base, RqRing* r, ClaimedRecv* out, uint64_t* l
     memcpy(out->sge, w->sge, sizeof(Sge) * n);
     if (r->head.compare_exchange_weak(h, h + 1, std::memory_order_acq_rel)) {
       *left = t - h - 1;
+      return true;
+    }
+  }
+}
+
+/// Any process: claims the oldest posted receive without reading it (its
+/// slot stays until the owner frees it: rq_post's `done`). Returns false
+/// if none; else *pos is the receive's position. Arguments as rq_claim's.
+inline bool rq_claim_pos(RqRing* r, uint64_t* pos, uint64_t* tail_seen, SegBound* bound) {
+  const uint32_t mask = std::atomic_ref<uint32_t>(r->mask).load(std::memory_order_relaxed);
+  uint64_t h = r->head.load(std::memory_order_acquire);
+  for (;;) {
+    uint64_t t = *tail_seen;
+    if (h >= t) {
+      t = r->tail.load(std::memory_order_acquire);  // pairs with rq_post's release
+      *tail_seen = t;
+      if (h >= t) return false;
+    }
+    if (bound && t - h > uint64_t(mask) + 1) {
+      bound->set_corrupt("a receive queue's tail more than a ring ahead of its head");
+      return false;
+    }
+    if (r->head.compare_exchange_weak(h, h + 1, std::memory_order_acq_rel)) {
+      *pos = h;
       return true;
     }
   }

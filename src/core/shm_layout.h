@@ -327,7 +327,53 @@ struct alignas(kCacheLine) QpShm {
   /// The QP's NetCounters (core/counters.h) while it has a network link,
   /// else 0. The owner stores it (release) after zeroing the block.
   std::atomic<uint64_t> counters_off;
+  /// Its EagerRing (small SENDs in one line), or 0: set at creation, before
+  /// magic, and fixed for the QP's life.
+  uint64_t eager_off;
 };
+
+/// A small SEND on the intra-host link in one cache line (docs/intra-host-link.md,
+/// "A small SEND in one cache line"): the sender claims the receive (the RQ's
+/// head, without reading the receive WQE) and writes one record into the
+/// receiver's EagerRing; the receiver's poll_cq reads the record, its own
+/// receive WQE and buffers, and builds the completion. RC and UC QPs with a
+/// receive queue of their own.
+constexpr uint32_t kEagerPayload = 48;
+constexpr uint32_t kEagerMaxRecords = 128;
+struct alignas(kCacheLine) EagerRec {
+  /// The ring position + 1 (low 32 bits): the producer stores it (release)
+  /// after the rest; the consumer loads it (acquire).
+  uint32_t seq;
+  uint32_t rq_pos;  // the receive claimed (low 32 bits of the RQ position)
+  uint32_t imm;     // network order
+  uint8_t len;      // payload bytes (<= kEagerPayload)
+  uint8_t op;       // EagerOp
+  uint8_t flags;    // kEagerSolicited
+  uint8_t pad;
+  uint8_t data[kEagerPayload];
+};
+static_assert(sizeof(EagerRec) == 64);
+enum EagerOp : uint8_t { kEagerSend = 1, kEagerSendImm = 2, kEagerSkip = 3 };
+constexpr uint8_t kEagerSolicited = 1;
+struct alignas(kCacheLine) EagerRing {
+  /// Producers claim a record with CAS(prod, prod+1) after checking room
+  /// against cons (acquire); the sender's line.
+  alignas(kCacheLine) std::atomic<uint64_t> prod;
+  /// The consumer (the owner's poll_cq) stores how many records it has
+  /// read (release), pairs with the room check.
+  alignas(kCacheLine) std::atomic<uint64_t> cons;
+  /// 1 + the largest payload every receive posted since the last reset can
+  /// take, its keys valid when posted (at most kEagerPayload + 1); 0 = off.
+  /// The owner stores it at post_recv (when it drops) and at RESET; a
+  /// sender reads it on every SEND (a line written rarely).
+  alignas(kCacheLine) std::atomic<uint32_t> limit;
+  uint32_t size;  // records, a power of two
+  // EagerRec records[size] follow, at sizeof(EagerRing).
+};
+static_assert(sizeof(EagerRing) == 3 * kCacheLine);
+inline EagerRec* eager_rec(EagerRing* r, uint32_t mask, uint64_t pos) {
+  return reinterpret_cast<EagerRec*>(reinterpret_cast<uint8_t*>(r) + sizeof(EagerRing)) + (pos & mask);
+}
 
 /// Per-device shared memory, created by uroced and mapped by every client:
 /// locks that make RDMA atomics atomic against each other device-wide
@@ -346,7 +392,8 @@ static_assert(std::is_standard_layout_v<MrEntry> && sizeof(MrEntry) == 64);
 static_assert(std::is_standard_layout_v<RqRing>);
 static_assert(std::is_standard_layout_v<Cqe>);
 static_assert(std::is_standard_layout_v<CqRing>);
-static_assert(std::is_standard_layout_v<QpShm>);
+static_assert(std::is_standard_layout_v<QpShm> && sizeof(QpShm) == 2 * kCacheLine);
+static_assert(std::is_standard_layout_v<EagerRing> && std::is_standard_layout_v<EagerRec>);
 static_assert(std::is_standard_layout_v<HostShm>);
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
 static_assert(sizeof(Sge) == 16);

@@ -171,6 +171,11 @@ Resp respond_send(const PeerQp& t, const iovec* src, size_t nsrc, uint64_t len, 
   if (!rx_of(t, m.xrc_srqn, &x)) return Resp::kRemInvReq;
   ClaimedRecv r;
   if (!claim_recv(t, x, &r, rnr)) return Resp::kRnr;
+  return deliver_send(t, x, r, src, nsrc, len, m);
+}
+
+Resp deliver_send(const PeerQp& t, const Rx& x, const ClaimedRecv& r, const iovec* src, size_t nsrc,
+                  uint64_t len, const RecvMeta& m) {
   // Scatter list of the receive, checked against the target's MR table.
   // dst: target addresses; here: the same bytes mapped in this process
   // (all of them or the message goes through process_vm_writev).

@@ -74,6 +74,10 @@ struct Rx {
   MrCache* mr_cache = nullptr;
 };
 
+/// The rest of respond_send once the receive `r` of `x` is claimed: checks
+/// its scatter list, places the message and pushes the completion.
+Resp deliver_send(const PeerQp& t, const Rx& x, const ClaimedRecv& r, const iovec* src, size_t nsrc,
+                  uint64_t len, const RecvMeta& m);
 /// False if an XRC message names no valid SRQ of the target QP's domain.
 bool rx_of(const PeerQp& t, uint32_t xrc_srqn, Rx* rx);
 /// Validates `key` for [addr, addr+len) with `need` access in the receiving

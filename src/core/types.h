@@ -14,6 +14,7 @@
 namespace uroce::core {
 
 using transport::AsyncEvent;
+using transport::kWcRecvBit;
 using transport::WcOpcode;
 using transport::WcStatus;
 namespace access = transport::access;

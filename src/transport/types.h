@@ -47,6 +47,8 @@ enum class WcOpcode : uint32_t {
   kRecv = 128,
   kRecvRdmaWithImm = 129,
 };
+/// The bit every receive completion's opcode has (IBV_WC_RECV).
+constexpr uint32_t kWcRecvBit = 128;
 
 /// Access flags (IBV_ACCESS_*).
 namespace access {

@@ -7,7 +7,7 @@
 # (tests/CMakeLists.txt).
 
 foreach(t harness rc_ops stopped_target uc_ud srq comp_channel post_send_ex atomic_stress shared_pages
-          xrc_open_qp sqd mcast shared_flow qp_destroy)
+          xrc_open_qp sqd mcast shared_flow qp_destroy small_send)
   uroce_gtest(verbs_ops_${t}_test LABEL integration TIMEOUT 60 VERBS
               SOURCES ${CMAKE_CURRENT_LIST_DIR}/${t}_test.cc)
   target_link_libraries(verbs_ops_${t}_test PRIVATE uroce_verbs_harness)
@@ -17,6 +17,12 @@ endforeach()
 # byte then moves through process_vm_writev/readv, the universal fallback.
 foreach(t rc_ops stopped_target srq atomic_stress)
   uroce_gtest_variant(verbs_ops_${t}_test vm LABEL integration ENV UROCE_MR_SHARE=0)
+endforeach()
+
+# Small SENDs through the usual delivery only (UROCE_EAGER=0: no one-line
+# records, core/eager.h), for the operations and for the ordering tests.
+foreach(t rc_ops small_send comp_channel)
+  uroce_gtest_variant(verbs_ops_${t}_test noeager LABEL integration ENV UROCE_EAGER=0)
 endforeach()
 
 # Completion channels with the producers' fence instead of the consumers'
