@@ -49,6 +49,12 @@ bool eager_send(const PeerQp& t, const iovec* src, size_t nsrc, uint64_t len, co
   EagerRing* g = t.eager;
   if (!g || len > kEagerPayload || len + 1 > g->limit.load(std::memory_order_relaxed)) return false;
   if (!t.valid() || !state_can_receive(QpState(t.qp->state.load(std::memory_order_acquire)))) return false;
+  // No receive known (the private copy of the tail says none, and so does
+  // the tail): the usual delivery answers RNR, with no record spent.
+  if (t.rq->head.load(std::memory_order_relaxed) >= t.rq_tail_seen) {
+    t.rq_tail_seen = t.rq->tail.load(std::memory_order_acquire);  // pairs with rq_post's release
+    if (t.rq->head.load(std::memory_order_relaxed) >= t.rq_tail_seen) return false;
+  }
   // A record first: room is what the receiver has read (its count is
   // loaded only when the private copy says "full").
   const uint32_t size = t.eager_mask + 1;

@@ -246,9 +246,9 @@ Status Qp::modify(const QpModifyArgs& a, uint32_t mask) {
     if (Status s = net_open(); !s.is_ok()) return s;
     if (eager_place_ >= 0) {
       // Its messages come over the network: the ring is closed for good.
-      std::lock_guard<SpinLock> r(rq_mu_);
       eager_->limit.store(0, std::memory_order_release);
       recv_cq_->eager_detach(eager_place_);
+      std::lock_guard<SpinLock> r(rq_mu_);
       eager_place_ = -1;
     }
   }
@@ -264,15 +264,18 @@ Status Qp::modify(const QpModifyArgs& a, uint32_t mask) {
     if (send_cq_) send_cq_->purge_qp(qpn_);
     if (recv_cq_ && recv_cq_ != send_cq_) recv_cq_->purge_qp(qpn_);
     if (rq_ && !srq_) {
-      std::lock_guard<SpinLock> r(rq_mu_);
-      const uint64_t tail = rq_->tail.load();
-      rq_->head.store(tail);
-      rq_head_seen_ = tail;
-      if (eager_place_ >= 0) {
-        recv_cq_->eager_reset(eager_place_, tail);
-        eager_limit_ = kEagerPayload + 1;
-        eager_->limit.store(eager_limit_, std::memory_order_release);
+      uint64_t tail;
+      {
+        std::lock_guard<SpinLock> r(rq_mu_);
+        tail = rq_->tail.load();
+        rq_->head.store(tail);
+        rq_head_seen_ = tail;
+        if (eager_place_ >= 0) {
+          eager_limit_ = kEagerPayload + 1;
+          eager_->limit.store(eager_limit_, std::memory_order_release);
+        }
       }
+      if (eager_place_ >= 0) recv_cq_->eager_reset(eager_place_, tail);
     }
     sq_outstanding_.store(0);
     unsignaled_ = 0;
