@@ -189,7 +189,7 @@ Qp::~Qp() {
 }
 
 Status Qp::modify(const QpModifyArgs& a, uint32_t mask) {
-  std::lock_guard<std::mutex> g(sq_mu_);
+  std::lock_guard<AdaptiveLock> g(sq_mu_);
   if (!exists()) return Status(ENODEV);
   QpState cur = state();
   if ((mask & qp_attr::kCurState) && a.cur_state != cur) {
@@ -277,7 +277,7 @@ Status Qp::modify(const QpModifyArgs& a, uint32_t mask) {
       }
       if (eager_place_ >= 0) recv_cq_->eager_reset(eager_place_, tail);
     }
-    sq_outstanding_.store(0);
+    sq_posted_.store(sq_retired_.load(std::memory_order_relaxed), std::memory_order_relaxed);
     unsignaled_ = 0;
     peer_ = PeerQp{};
   }

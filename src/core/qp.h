@@ -12,6 +12,7 @@
 #include <mutex>
 #include <vector>
 
+#include "common/adaptive_lock.h"
 #include "common/spin_lock.h"
 #include "common/status.h"
 #include "core/context.h"
@@ -122,7 +123,7 @@ class Qp {
   /// True while deferred sends wait for the service thread (read by Service).
   bool wants_service() const { return wants_service_.load(std::memory_order_acquire); }
   /// Called from poll_cq: `n` send-queue slots completed.
-  void retire(uint32_t n) { sq_outstanding_.fetch_sub(n, std::memory_order_relaxed); }
+  void retire(uint32_t n) { sq_retired_.fetch_add(n, std::memory_order_relaxed); }
 
   /// A receive of this QP failed where its owner polled it (core/eager.h):
   /// the QP goes to ERR, its receives are flushed and the owner hears `ev`.
@@ -230,13 +231,14 @@ class Qp {
   // Locks, in the order they are taken (one never waits for an earlier one
   // while holding a later one):
   //   Qp::sq_mu_ -> NetEngine's run_mu -> NetQp::mu_ -> (leaves: Cq::mu_,
-  //   Srq::mu_, Qp::rq_mu_, ControlClient::mu_, Segment::mu_).
-  // sq_mu_ (std::mutex) and NetQp::mu_ (AdaptiveLock: spins, yields, then
-  // sleeps) put a waiter to sleep: what they guard makes system calls (a
-  // process_vm_writev, a peer's resolution through uroced, socket set-up at
-  // RTR, the sends of the network link) and may wait for uroced. The spin
-  // locks (rq_mu_, Cq::mu_, Srq::mu_) guard loads and stores only.
-  std::mutex sq_mu_;
+  //   Srq::mu_, Qp::rq_mu_, ControlClient::mu_, Segment::mu_; rq_mu_ and
+  //   Cq::mu_ are taken one after the other, never nested).
+  // sq_mu_ and NetQp::mu_ (AdaptiveLocks: spin, yield, then sleep; their
+  // uncontended lock and release are inline, which ibv_post_send's path
+  // feels: std::mutex cost ~80 instructions there) put a waiter to sleep: what they guard makes system calls
+  // (a process_vm_writev, a peer's resolution through uroced, socket set-up at RTR, the sends of the network
+  // link) and may wait for uroced. The spin locks (rq_mu_, Cq::mu_, Srq::mu_) guard loads and stores only.
+  AdaptiveLock sq_mu_;
   SpinLock rq_mu_;
   uint64_t rq_head_seen_ = 0;  // private copy of the RQ's head (see rq_post), under rq_mu_
   // The EagerRing (core/eager.h): its place in the receive CQ (-1: none),
@@ -248,7 +250,10 @@ class Qp {
   MrCache rq_mr_cache_{};
   std::deque<Deferred> deferred_;
   uint32_t unsignaled_ = 0;  // WQEs since the last signaled one
-  std::atomic<uint32_t> sq_outstanding_{0};
+  // Send-queue occupancy: WQEs posted (stored under sq_mu_ only, so no
+  // locked instruction on the post path) minus those retired by poll_cq.
+  std::atomic<uint32_t> sq_posted_{0};
+  std::atomic<uint32_t> sq_retired_{0};
   std::atomic<bool> wants_service_{false};
   PeerQp peer_{};             // RC/UC: cached target
   PeerQp ud_peer_{};          // UD: the current WQE's target (under sq_mu_)

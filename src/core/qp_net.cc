@@ -243,7 +243,7 @@ bool v4_multicast(const uint8_t* gid, uint32_t* ip) {
 }  // namespace
 
 Status Qp::attach_mcast(const uint8_t gid[16]) {
-  std::lock_guard<std::mutex> g(sq_mu_);
+  std::lock_guard<AdaptiveLock> g(sq_mu_);
   uint32_t group;
   if (type_ != QpType::kUd || !v4_multicast(gid, &group)) return Status(EINVAL);
   // Groups are joined on the network (the kernel copies each datagram to
@@ -260,7 +260,7 @@ Status Qp::attach_mcast(const uint8_t gid[16]) {
 }
 
 Status Qp::detach_mcast(const uint8_t gid[16]) {
-  std::lock_guard<std::mutex> g(sq_mu_);
+  std::lock_guard<AdaptiveLock> g(sq_mu_);
   uint32_t group;
   if (type_ != QpType::kUd || !v4_multicast(gid, &group)) return Status(EINVAL);
   for (auto it = mcast_.begin(); it != mcast_.end(); ++it)
@@ -273,7 +273,7 @@ Status Qp::detach_mcast(const uint8_t gid[16]) {
 }
 
 bool Qp::mcast_attached() {
-  std::lock_guard<std::mutex> g(sq_mu_);
+  std::lock_guard<AdaptiveLock> g(sq_mu_);
   return !mcast_.empty();
 }
 

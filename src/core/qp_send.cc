@@ -90,7 +90,7 @@ Status Qp::post_send(const SendWqe& w) {
           (unsigned long long)len, w.flags & send_flags::kSignaled ? " signaled" : "",
           w.flags & send_flags::kInline ? " inline" : "");
   }
-  std::lock_guard<std::mutex> g(sq_mu_);
+  std::lock_guard<AdaptiveLock> g(sq_mu_);
   if (!send_cq_) return Status(EINVAL);  // XRC target QPs have no send queue
   QpState st = state();
   if (st == QpState::kReset || st == QpState::kInit || st == QpState::kRtr) return Status(EINVAL);
@@ -103,8 +103,9 @@ Status Qp::post_send(const SendWqe& w) {
     for (uint32_t i = 0; i < w.num_sge; ++i) len += w.sge[i].length;
     if (len > cap_.max_inline_data) return Status(EINVAL);
   }
-  if (sq_outstanding_.load(std::memory_order_relaxed) >= cap_.max_send_wr) return Status(ENOMEM);
-  sq_outstanding_.fetch_add(1, std::memory_order_relaxed);
+  const uint32_t posted = sq_posted_.load(std::memory_order_relaxed);
+  if (posted - sq_retired_.load(std::memory_order_relaxed) >= cap_.max_send_wr) return Status(ENOMEM);
+  sq_posted_.store(posted + 1, std::memory_order_relaxed);
   if (st == QpState::kErr || st == QpState::kSqe) {
     complete_send(w, WcStatus::kWrFlushErr, 0);
     return Status::ok();
@@ -171,7 +172,7 @@ void Qp::defer(const SendWqe& w, Exec why, const ExecOut& o) {
 }
 
 bool Qp::progress() {
-  std::lock_guard<std::mutex> g(sq_mu_);
+  std::lock_guard<AdaptiveLock> g(sq_mu_);
   bool more = progress_st();
   if (!more) wants_service_.store(false, std::memory_order_release);
   return more;

@@ -269,7 +269,7 @@ Resp respond_write(const PeerQp& t, const iovec* src, size_t nsrc, uint64_t len,
   if (!receiving(t)) return Resp::kNoAnswer;
   Rx x;
   if (!rx_of(t, xrc_srqn, &x)) return Resp::kRemInvReq;
-  MrView buf{};
+  MrView buf;
   const MrView* mrp = &buf;
   if (len && (!(t.qp->access_flags & access::kRemoteWrite) ||
               !(mrp = target_mr(x, rkey, raddr, len, access::kRemoteWrite, &buf)))) {
