@@ -20,6 +20,7 @@ nature); bw = GB/s (1e9 B/s, payload); rate = million messages/s.
 """
 import argparse
 import os
+import shutil
 import re
 import resource
 import shlex
@@ -593,17 +594,20 @@ def ucx_iters(kind, size, fast, quick, floor_us=0.0):
     return max(lo // 10, n // 10) if quick else n
 
 
-def run_ucx_batch(b, name, lines, env):
+def run_ucx_batch(b, name, lines, env, addr="127.0.0.1", in_srv=None, in_cli=None, group="ucx"):
     """lines: [(label, tool, transport, kind, size, sweep, args)]: one ucx_perftest server/client
-    pair runs them all (-b batch file on both sides)."""
+    pair runs them all (-b batch file on both sides). in_srv / in_cli: wrap each side's argv
+    (network namespaces, group veth)."""
     path = os.path.join(b.logs, f"ucx-{name}-{b.rep}.batch")
     with open(path, "w") as f:
         for line in lines:
             f.write(f"{line[0]} {line[6]}\n")
     port = b.next_port()
     base = ["ucx_perftest", "-p", str(port), "-b", path]
-    rc, text = b.run("ucx", name, base[:1] + ["127.0.0.1"] + base[1:], server=base, env=env, port=port,
-                     timeout=b.a.run_timeout * 2, srv_grace=10)
+    wrap_s = in_srv or (lambda argv: argv)
+    wrap_c = in_cli or (lambda argv: argv)
+    rc, text = b.run(group, name, wrap_c(base[:1] + [addr] + base[1:]), server=wrap_s(base), env=env,
+                     port=port, timeout=b.a.run_timeout * 2, srv_grace=10)
     res = parse_ucx_batch(text)
     for label, tool, transport, kind, size, sweep, _ in lines:
         f = res.get(label)
@@ -791,6 +795,14 @@ def group_veth(b):
                              in_srv=lambda argv: in_ns(ns[0], argv), in_cli=lambda argv: in_ns(ns[1], argv))
         perftest_points(b, pair, transport, b.it(20000), lat_sizes=[2], bw_tools=("ib_write_bw", "ib_send_bw"),
                         bw_sizes=(65536, 1 << 20), rate=False)
+    # UCX over TCP across the veth (UCP tag matching: what an MPI user gets from UCX between hosts).
+    if shutil.which("ucx_perftest"):
+        lines = [("tag_lat_2", "tag_lat", "ucp tcp veth", "lat", 2, 0, f"-t tag_lat -s 2 -n {b.it(20000)}")]
+        lines += [(f"tag_bw_{s}", "tag_bw", "ucp tcp veth", "bw", s, 0, f"-t tag_bw -s {s} -n {b.it(20000) // 10}")
+                  for s in (65536, 1 << 20)]
+        run_ucx_batch(b, "tcp-veth", lines, dict(UCX_NET_DEVICES="rnic0", UCX_TLS="tcp", UCX_WARN_UNUSED_ENV_VARS="n"),
+                      addr=srv_ip, in_srv=lambda argv: in_ns(ns[0], argv), in_cli=lambda argv: in_ns(ns[1], argv),
+                      group="veth")
     # qperf's TCP across the veth.
     port = b.next_port()
     tests = [("tcp_lat", 2, "latency", "lat"), ("tcp_bw", 65536, "bw", "bw"), ("tcp_bw", 1 << 20, "bw", "bw")]

@@ -258,14 +258,16 @@ def veth_rows(d):
                      "UDP": d.stat("udp_pingpong", "veth udp busy-poll", "lat", 2),
                      "UDP+ACK": d.stat("udp_pingpong", "veth udp busy-poll + ACK (GSO)", "lat", 2),
                      "AF_XDP": d.stat("xdp_pingpong", "veth AF_XDP (generic)", "lat", 2),
-                     "AF_XDP+ACK": d.stat("xdp_pingpong", "veth AF_XDP (generic) + ACK", "lat", 2)}
+                     "AF_XDP+ACK": d.stat("xdp_pingpong", "veth AF_XDP (generic) + ACK", "lat", 2),
+                     "UCX tcp": d.stat("tag_lat", "ucp tcp veth", "lat", 2)}
             out.append(("lat", f"{tool} 2 B ({label})", "µs", "lower", u, peers,
                         (d.med(lim_tool, lim_tr, "lat", 2), lim_name)))
         for tool in ("ib_write_bw", "ib_send_bw"):
             for s in (65536, 1 << 20):
                 u = d.stat(tool, transport, "bw", s)
                 qt = d.stat("tcp_bw", "qperf tcp veth", "bw", s)
-                out.append(("bw", f"{tool} {size_label(s)} ({label})", "GB/s", "higher", u, {"qperf tcp": qt},
+                peers = {"qperf tcp": qt, "UCX tcp": d.stat("tag_bw", "ucp tcp veth", "bw", s)}
+                out.append(("bw", f"{tool} {size_label(s)} ({label})", "GB/s", "higher", u, peers,
                             (qt.med, "qperf tcp")))
     return out
 
@@ -405,6 +407,12 @@ def targets(d):
         for tool in ("ib_write_bw", "ib_send_bw"):
             out.append((f"UDP link: {tool} 1 MiB ≥ qperf tcp (veth)", st(tool, "uroce UDP veth", "bw", 1 << 20),
                         tcp.med, "ge", f"qperf tcp_bw 1 MiB over the same veth {fmt(tcp.med)} GB/s", [tcp]))
+        utcp = st("tag_bw", "ucp tcp veth", "bw", 1 << 20)
+        if utcp.n:
+            for tool in ("ib_write_bw", "ib_send_bw"):
+                out.append((f"UDP link: {tool} 1 MiB ≥ UCX tcp (veth)", st(tool, "uroce UDP veth", "bw", 1 << 20),
+                            utcp.med, "ge", f"UCX tcp tag_bw 1 MiB over the same veth {fmt(utcp.med)} GB/s",
+                            [utcp]))
     rate = conn_stat(d, CM_UROCE, "conn_rate")
     if rate.n:
         # Issue 16: connection set-up through the CM on one host (cmtime over uroce_lo).
