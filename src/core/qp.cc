@@ -184,7 +184,7 @@ Qp::~Qp() {
   if (recv_cq_ && qpn_) recv_cq_->refs--;
   if (srq_ && qpn_) srq_->refs--;
   if (!srq_ && rq_off_) ctx_->seg().free(rq_off_, rq_bytes_);
-  if (eager_off_) ctx_->seg().free(eager_off_, eager_ring_bytes(eager_->size));
+  if (eager_off_) ctx_->seg().free(eager_off_, eager_bytes_);
   if (shm_off_) ctx_->release_qp_slot(shm_chunk_);
 }
 
@@ -392,6 +392,7 @@ void Qp::eager_create() {
   }
   eager_ = r;
   eager_off_ = off.value();
+  eager_bytes_ = eager_ring_bytes(records);
   shm_->eager_off = eager_off_;
 }
 

@@ -245,6 +245,7 @@ class Qp {
   // the limit as last stored and the last region a receive named (under rq_mu_).
   EagerRing* eager_ = nullptr;
   uint64_t eager_off_ = 0;
+  size_t eager_bytes_ = 0;
   int eager_place_ = -1;
   uint32_t eager_limit_ = 0;
   MrCache rq_mr_cache_{};
