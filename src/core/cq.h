@@ -121,11 +121,21 @@ class Cq {
       }
       return k;
     };
-    for (;;) {
-      const int before = got;
-      for (uint32_t u = eager_used_.load(std::memory_order_relaxed); u && got < n; u &= u - 1)
-        got += records(eager_[std::countr_zero(u)], n - got);
-      if (got >= n) break;
+    // Records and the ring's completions are taken in turns (which goes
+    // first alternates between calls, and so does the first ring), so
+    // neither starves the other when a program polls one completion at a
+    // time: rping's CQ thread polled records of replies while its own send
+    // completions waited in the ring until its send queue looked full.
+    const bool ring_first = (turn_ ^= 1) != 0;
+    const uint32_t start = turn_ring_ = (turn_ring_ + 1) % kMaxEager;
+    auto records_pass = [&] {
+      const uint32_t used = eager_used_.load(std::memory_order_relaxed);
+      for (uint32_t k = 0; k < kMaxEager && got < n; ++k) {
+        const uint32_t i = (start + k) % kMaxEager;
+        if (used & (1u << i)) got += records(eager_[i], n - got);
+      }
+    };
+    auto ring_pass = [&] {
       got += cq_pop_each(
           base, ring_, n - got,
           [&](const Cqe& x) {
@@ -142,6 +152,16 @@ class Cq {
             *extra = records(*e, budget);
             return *extra < budget;  // else a record may still be due first
           });
+    };
+    for (;;) {
+      const int before = got;
+      if (ring_first) {
+        ring_pass();
+        if (got < n) records_pass();
+      } else {
+        records_pass();
+        if (got < n) ring_pass();
+      }
       if (got == before || got >= n) break;
     }
     return got;
@@ -162,6 +182,7 @@ class Cq {
   std::atomic<uint64_t> head_seen_{0};  // producers' private copy of the ring's head (see cq_push)
   EagerRx eager_[kMaxEager];
   std::atomic<uint32_t> eager_used_{0};  // a bit per place in use (changed under mu_)
+  uint32_t turn_ = 0, turn_ring_ = 0;    // poll_merged's turns (under mu_)
 };
 
 /// Wakes the completion channel of a CQ whose ring said kOkNotify.

@@ -23,19 +23,7 @@ bool receiving(const PeerQp& t) {
 
 }  // namespace
 
-/// False if an XRC message names no valid SRQ of the target QP's domain.
-bool rx_of(const PeerQp& t, uint32_t xrc_srqn, Rx* rx) {
-  if (t.qp->qp_type != uint32_t(QpType::kXrcRecv)) {
-    rx->seg = t.seg;
-    rx->rq = t.rq;
-    rx->cq = t.rcq;
-    rx->pd_id = t.qp->pd_id;
-    rx->qpn = t.qpn;
-    if (!t.qp->has_srq) rx->rq_tail_seen = &t.rq_tail_seen;  // an SRQ needs exact counts (limit event)
-    rx->cq_head_seen = &t.cq_head_seen;
-    rx->mr_cache = &t.mr_cache;
-    return true;
-  }
+bool rx_of_xrc(const PeerQp& t, uint32_t xrc_srqn, Rx* rx) {
   auto s = PeerMap::get().resolve_srq(xrc_srqn);
   if (!s.is_ok() || s->rq->xrcd_id != t.qp->xrcd_id) return false;
   const uint64_t cq_off = std::atomic_ref<uint64_t>(s->rq->cq_off).load(std::memory_order_relaxed);

@@ -78,8 +78,21 @@ struct Rx {
 /// its scatter list, places the message and pushes the completion.
 Resp deliver_send(const PeerQp& t, const Rx& x, const ClaimedRecv& r, const iovec* src, size_t nsrc,
                   uint64_t len, const RecvMeta& m);
+/// rx_of for an XRC target QP: the SRQ the message names.
+bool rx_of_xrc(const PeerQp& t, uint32_t xrc_srqn, Rx* rx);
 /// False if an XRC message names no valid SRQ of the target QP's domain.
-bool rx_of(const PeerQp& t, uint32_t xrc_srqn, Rx* rx);
+inline bool rx_of(const PeerQp& t, uint32_t xrc_srqn, Rx* rx) {
+  if (t.qp->qp_type == uint32_t(QpType::kXrcRecv)) return rx_of_xrc(t, xrc_srqn, rx);
+  rx->seg = t.seg;
+  rx->rq = t.rq;
+  rx->cq = t.rcq;
+  rx->pd_id = t.qp->pd_id;
+  rx->qpn = t.qpn;
+  if (!t.qp->has_srq) rx->rq_tail_seen = &t.rq_tail_seen;  // an SRQ needs exact counts (limit event)
+  rx->cq_head_seen = &t.cq_head_seen;
+  rx->mr_cache = &t.mr_cache;
+  return true;
+}
 /// Validates `key` for [addr, addr+len) with `need` access in the receiving
 /// PD (a type 2 window: through the QP it was bound through); returns the
 /// region's snapshot, or nullptr.

@@ -34,7 +34,7 @@ int32_t self_pid() {
   return p;
 }
 
-void copy_local(const iovec* dst, size_t nd, const iovec* src, size_t ns) {
+void copy_local_iov(const iovec* dst, size_t nd, const iovec* src, size_t ns) {
   size_t di = 0, doff = 0, si = 0, soff = 0;
   while (di < nd && si < ns) {
     size_t n = std::min(dst[di].iov_len - doff, src[si].iov_len - soff);

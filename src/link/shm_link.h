@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 namespace uroce::link {
 
@@ -33,7 +34,15 @@ int copy_to_peer(int32_t pid, const iovec* local, size_t n_local, const iovec* r
 /// Copies from `remote` in process `pid` into `local`.
 int copy_from_peer(int32_t pid, const iovec* local, size_t n_local, const iovec* remote, size_t n_remote);
 /// Copies between two iovec lists of this address space (same byte count).
-void copy_local(const iovec* dst, size_t n_dst, const iovec* src, size_t n_src);
+void copy_local_iov(const iovec* dst, size_t n_dst, const iovec* src, size_t n_src);
+inline void copy_local(const iovec* dst, size_t n_dst, const iovec* src, size_t n_src) {
+  if (n_dst == 1 && n_src == 1) {  // the usual case: one buffer each side
+    memcpy(dst[0].iov_base, src[0].iov_base,
+           dst[0].iov_len < src[0].iov_len ? dst[0].iov_len : src[0].iov_len);
+    return;
+  }
+  copy_local_iov(dst, n_dst, src, n_src);
+}
 
 enum class AtomicOp { kCmpSwap, kFetchAdd };
 /// 8-byte RDMA atomic at `remote_addr` in process `pid`, reached through

@@ -30,25 +30,49 @@ Channel* new_channel() {
 /// the fd non-blocking. Every event posted added one to the eventfd; an
 /// event removed without being read (its id was destroyed or moved to
 /// another channel) leaves a one behind, so an empty queue after a read
-/// means "read again".
+/// means "read again". A channel destroyed while a thread waits here stays
+/// (its eventfd open) until that thread leaves: the thread waits on, as a
+/// read of the kernel's rdma_cm file does once the program closed it under
+/// the reader (rping's CM thread sits there while main destroys the
+/// channel; a removed event's one must not send it to a closed fd).
 Event* take_event(Channel* c) {
+  {
+    std::lock_guard<std::mutex> g(c->mu);
+    ++c->readers;
+  }
+  Event* got = nullptr;
+  int err = 0;
   for (;;) {
     uint64_t one = 0;
-    if (read(c->pub.fd, &one, sizeof(one)) != ssize_t(sizeof(one))) return nullptr;  // errno from read
-    {
-      std::lock_guard<std::mutex> g(c->mu);
-      if (!c->queue.empty()) {
-        Event* e = c->queue.front();
-        c->queue.pop_front();
-        return e;
-      }
+    const ssize_t r = read(c->pub.fd, &one, sizeof(one));
+    if (r != ssize_t(sizeof(one))) {
+      err = errno;
+      break;
     }
+    std::lock_guard<std::mutex> g(c->mu);
+    if (!c->queue.empty()) {
+      got = c->queue.front();
+      c->queue.pop_front();
+      break;
+    }
+    if (c->destroyed) continue;
     const int fl = fcntl(c->pub.fd, F_GETFL);
     if (fl >= 0 && (fl & O_NONBLOCK)) {
-      errno = EAGAIN;
-      return nullptr;
+      err = EAGAIN;
+      break;
     }
   }
+  bool last;
+  {
+    std::lock_guard<std::mutex> g(c->mu);
+    last = --c->readers == 0 && c->destroyed;
+  }
+  if (last) {
+    close(c->pub.fd);
+    delete c;
+  }
+  if (!got) errno = err;
+  return got;
 }
 
 }  // namespace
@@ -109,8 +133,16 @@ UROCE_EXPORT rdma_event_channel* rdma_create_event_channel(void) {
 UROCE_EXPORT void rdma_destroy_event_channel(rdma_event_channel* channel) {
   if (!channel) return;
   Channel* c = from(channel);
+  bool now;
+  {
+    std::lock_guard<std::mutex> g(c->mu);
+    for (Event* e : c->queue) delete e;
+    c->queue.clear();
+    c->destroyed = true;
+    now = c->readers == 0;
+  }
+  if (!now) return;  // a reader inside rdma_get_cm_event frees it (take_event)
   close(c->pub.fd);
-  for (Event* e : c->queue) delete e;
   delete c;
 }
 

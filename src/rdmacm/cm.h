@@ -38,6 +38,10 @@ struct Channel {
   rdma_event_channel pub;  // first; pub.fd is the eventfd
   std::mutex mu;
   std::deque<Event*> queue;  // guarded by mu
+  /// Threads inside rdma_get_cm_event, and whether the program destroyed
+  /// the channel meanwhile (guarded by mu): the last reader out frees it.
+  int readers = 0;
+  bool destroyed = false;
 };
 
 enum class IdState : uint8_t {

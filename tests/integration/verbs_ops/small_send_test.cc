@@ -256,5 +256,54 @@ TEST_F(SmallSendLocalTest, ARegionGoneBeforeThePollFailsTheReceive) {
   EXPECT_EQ(attr.qp_state, IBV_QPS_ERR);
 }
 
+// One CQ for a QP's sends and receives, polled one completion at a time
+// until the peer's reply shows up (rping's CQ thread): the QP's own send
+// completions must come out too, or its send queue fills (ENOMEM) although
+// every send has completed.
+TEST(SmallSendOneCqTest, RepliesDoNotStarveSendCompletions) {
+  LocalEnd a, b;
+  EndConfig cfg;
+  cfg.caps.max_send_wr = 16;
+  std::string err;
+  ASSERT_TRUE(a.open(cfg, &err)) << err;
+  ASSERT_TRUE(b.open(cfg, &err)) << err;
+  a.qp.reset(create_qp(a.dev.pd.get(), IBV_QPT_RC, a.scq.get(), a.scq.get(), nullptr, cfg.caps));
+  ASSERT_TRUE(a.qp);
+  ASSERT_TRUE(a.connect(b.info(), &err)) << err;
+  ASSERT_TRUE(b.connect(a.info(), &err)) << err;
+  int sends_seen = 0;
+  for (int i = 0; i < 100; ++i) {
+    ASSERT_EQ(a.post_recv(i, {a.sge(4096, 64)}), 0);
+    ASSERT_EQ(b.post_recv(i, {b.sge(4096, 64)}), 0);
+    ibv_sge sg = a.sge(0, 2);
+    ibv_send_wr w = send_wr(i, IBV_WR_SEND, &sg);
+    ibv_send_wr* bad = nullptr;
+    ASSERT_EQ(ibv_post_send(a.qp.get(), &w, &bad), 0) << "ping " << i << ": send queue full";
+    auto r = poll_one(b.rcq.get());
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, IBV_WC_SUCCESS) << wc_str(*r);
+    ibv_sge bsg = b.sge(0, 2);
+    ibv_send_wr bw = send_wr(i, IBV_WR_SEND, &bsg);
+    ASSERT_EQ(ibv_post_send(b.qp.get(), &bw, &bad), 0);
+    auto bs = poll_one(b.scq.get());
+    ASSERT_TRUE(bs);
+    bool reply = false;
+    for (int tries = 0; !reply && tries < 1000000; ++tries) {
+      ibv_wc wc;
+      const int k = ibv_poll_cq(a.scq.get(), 1, &wc);
+      ASSERT_GE(k, 0);
+      if (k == 0) continue;
+      ASSERT_EQ(wc.status, IBV_WC_SUCCESS) << wc_str(wc);
+      if (wc.opcode == IBV_WC_RECV)
+        reply = true;
+      else
+        ++sends_seen;
+    }
+    ASSERT_TRUE(reply) << "no reply to ping " << i;
+  }
+  sends_seen += int(drain_cq(a.scq.get(), 20).size());
+  EXPECT_EQ(sends_seen, 100);
+}
+
 }  // namespace
 }  // namespace uroce::test
