@@ -803,6 +803,21 @@ def group_veth(b):
         run_ucx_batch(b, "tcp-veth", lines, dict(UCX_NET_DEVICES="rnic0", UCX_TLS="tcp", UCX_WARN_UNUSED_ENV_VARS="n"),
                       addr=srv_ip, in_srv=lambda argv: in_ns(ns[0], argv), in_cli=lambda argv: in_ns(ns[1], argv),
                       group="veth")
+    # libfabric across the veth: tcp (MSG endpoints), udp (datagrams) and udp;ofi_rxd (its
+    # reliable layer over UDP, RDM: the closest peer of RC over UDP), as group fabric runs them on lo.
+    if shutil.which("fi_pingpong"):
+        for prov, ep, extra in (("tcp", "msg", ["-d", "rnic0"]), ("udp", "dgram", []), ("udp;ofi_rxd", "rdm", [])):
+            port = b.next_port()
+            common = ["fi_pingpong", "-p", prov, "-e", ep, "-I", str(b.it(5000)), "-S", "2"] + extra
+            name = f"fi_pingpong-{prov.replace(';', '+')}"
+            rc, text = b.run("veth", name, in_ns(ns[1], common + ["-P", str(port), srv_ip]),
+                             server=in_ns(ns[0], common + ["-B", str(port)]), env={"FI_TCP_IFACE": "rnic0"},
+                             port=port, proto="udp" if prov.startswith("udp") else "tcp", srv_grace=10)
+            rows = [r for r in parse_fi_pingpong(text) if r[0] == 2]
+            if rc == 0 and rows:
+                b.record("fi_pingpong", f"libfabric {prov} veth", "lat", 2, rows[0][1], "us", rows[0][1])
+            else:
+                b.fail("fi_pingpong", f"libfabric {prov} veth", "lat", 2, "us", f"rc={rc}")
     # qperf's TCP across the veth.
     port = b.next_port()
     tests = [("tcp_lat", 2, "latency", "lat"), ("tcp_bw", 65536, "bw", "bw"), ("tcp_bw", 1 << 20, "bw", "bw")]

@@ -259,7 +259,10 @@ def veth_rows(d):
                      "UDP+ACK": d.stat("udp_pingpong", "veth udp busy-poll + ACK (GSO)", "lat", 2),
                      "AF_XDP": d.stat("xdp_pingpong", "veth AF_XDP (generic)", "lat", 2),
                      "AF_XDP+ACK": d.stat("xdp_pingpong", "veth AF_XDP (generic) + ACK", "lat", 2),
-                     "UCX tcp": d.stat("tag_lat", "ucp tcp veth", "lat", 2)}
+                     "UCX tcp": d.stat("tag_lat", "ucp tcp veth", "lat", 2),
+                     "libfabric tcp": d.stat("fi_pingpong", "libfabric tcp veth", "lat", 2),
+                     "libfabric udp": d.stat("fi_pingpong", "libfabric udp veth", "lat", 2),
+                     "libfabric udp;rxd": d.stat("fi_pingpong", "libfabric udp;ofi_rxd veth", "lat", 2)}
             out.append(("lat", f"{tool} 2 B ({label})", "µs", "lower", u, peers,
                         (d.med(lim_tool, lim_tr, "lat", 2), lim_name)))
         for tool in ("ib_write_bw", "ib_send_bw"):
@@ -793,7 +796,9 @@ def write_results(d, args, tgt, table_md, plot_rel):
     L.append("- **SEND bandwidth / rate**: UCX = `tag_bw` (posix,cma / tcp).")
     L.append("- **(veth) rows**: server and client in two network namespaces joined by a veth pair"
              " (`bench/harness.py` group veth, root only), uroce on device `uroce_rnic0` with its own"
-             " uroced per namespace; qperf = `tcp_lat` / `tcp_bw` across the veth; UDP ="
+             " uroced per namespace; qperf = `tcp_lat` / `tcp_bw` across the veth; UCX tcp ="
+             " `ucx_perftest` `tag_lat` / `tag_bw` with `UCX_TLS=tcp` on rnic0; libfabric = `fi_pingpong`"
+             " (tcp MSG, udp datagrams, udp;ofi_rxd RDM) across the veth; UDP ="
              " `udp_pingpong -H` across the veth; AF_XDP = `bench/xdp_pingpong`: uroce's XDP program"
              " (generic mode) and AF_XDP sockets, both ends spinning on their rings, whole frames with"
              " nothing computed (the floor of an AF_XDP link); UDP+ACK and AF_XDP+ACK = the same with an"
