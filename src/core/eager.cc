@@ -87,13 +87,8 @@ bool eager_send(const PeerQp& t, const iovec* src, size_t nsrc, uint64_t len, co
       *resp = Resp::kNoAnswer;
       return true;
     }
-    const RqWqe* w =
-        reinterpret_cast<const RqWqe*>(t.seg->base + geo.slots_off + (pos & geo.mask) * uint64_t(geo.stride));
     ClaimedRecv r;
-    r.wr_id = w->wr_id;
-    r.num_sge = std::atomic_ref<const uint32_t>(w->num_sge).load(std::memory_order_relaxed);
-    if (r.num_sge > geo.max_sge || r.num_sge > 32) r.num_sge = 0;
-    memcpy(r.sge, w->sge, sizeof(Sge) * r.num_sge);
+    rq_copy(t.seg->base, geo, pos, &r);
     *resp = deliver_send(t, x, r, src, nsrc, len, m);
     return true;
   }
@@ -138,21 +133,11 @@ bool eager_next(Context* ctx, EagerRx& e, Cqe* c) {
   // The receive: the QP's own ring and region table, in this process.
   Segment& seg = ctx->seg();
   const RqGeometry geo = rq_geometry(e.rq);
-  c->wr_id = 0;
-  c->status = uint32_t(WcStatus::kSuccess);
+  *c = Cqe{};
   c->opcode = uint32_t(WcOpcode::kRecv);
   c->qp_num = e.qpn;
   c->src_qp = e.shm->dest_qpn;
   c->byte_len = len;
-  c->imm = 0;
-  c->wc_flags = 0;
-  c->sl = 0;
-  c->dlid_path_bits = 0;
-  c->pkey_index = 0;
-  c->slid = 0;
-  c->local_qp = 0;
-  c->sq_retire = 0;
-  c->timestamp_ns = 0;
   if (op == kEagerSendImm) {
     c->imm = imm;
     c->wc_flags = wc_flags::kWithImm;

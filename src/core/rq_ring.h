@@ -81,6 +81,18 @@ struct ClaimedRecv {
   Sge sge[32];
 };
 
+/// Copies the receive at position `pos` of a ring of geometry `g` (checked
+/// with rq_geometry_ok) out of its slot.
+inline void rq_copy(const uint8_t* seg_base, const RqGeometry& g, uint64_t pos, ClaimedRecv* out) {
+  const RqWqe* w =
+      reinterpret_cast<const RqWqe*>(seg_base + g.slots_off + (pos & g.mask) * uint64_t(g.stride));
+  out->wr_id = w->wr_id;
+  uint32_t n = std::atomic_ref<const uint32_t>(w->num_sge).load(std::memory_order_relaxed);
+  if (n > g.max_sge || n > 32) n = 0;
+  out->num_sge = n;
+  memcpy(out->sge, w->sge, sizeof(Sge) * n);
+}
+
 /// Any process: claims the oldest posted receive. Returns false if none.
 /// `*left` gets the number still posted after the claim (a lower bound when
 /// `tail_seen` is given). `tail_seen`, optional, is the claimer's private
@@ -109,14 +121,7 @@ inline bool rq_claim(uint8_t* seg_base, RqRing* r, ClaimedRecv* out, uint64_t* l
       bound->set_corrupt("a receive queue's tail more than a ring ahead of its head");
       return false;
     }
-    const RqWqe* w =
-        reinterpret_cast<const RqWqe*>(seg_base + g.slots_off + (h & g.mask) * uint64_t(g.stride));
-    // Copy before claiming: the slot cannot be reused while head == h.
-    out->wr_id = w->wr_id;
-    uint32_t n = std::atomic_ref<const uint32_t>(w->num_sge).load(std::memory_order_relaxed);
-    if (n > g.max_sge || n > 32) n = 0;
-    out->num_sge = n;
-    memcpy(out->sge, w->sge, sizeof(Sge) * n);
+    rq_copy(seg_base, g, h, out);  // before claiming: the slot cannot be reused while head == h
     if (r->head.compare_exchange_weak(h, h + 1, std::memory_order_acq_rel)) {
       *left = t - h - 1;
       return true;
