@@ -18,6 +18,10 @@
 #include "common/log.h"
 
 namespace uroce::core {
+
+/// Bumped whenever a mapping is retired (namespace scope: no init guard on the data path).
+std::atomic<uint64_t> g_peer_pages_gen{1};
+
 namespace {
 
 /// A retired mapping stays (as inaccessible-to-peers private memory) this
@@ -39,9 +43,6 @@ struct State {
   std::unordered_map<uint64_t, std::vector<Mapping*>> live;  // by ino
   std::vector<Mapping*> sunk;
 };
-
-/// Bumped whenever a mapping is retired (namespace scope: no init guard on the data path).
-std::atomic<uint64_t> g_gen{1};
 
 State& st() {
   static State* s = [] {
@@ -86,7 +87,7 @@ void retire(State& s, Mapping* m) {
     mmap(m->local, m->len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE,
          -1, 0);
   m->retired_ns = now_ns();
-  g_gen.fetch_add(1, std::memory_order_release);  // pairs with peer_pages' acquire
+  g_peer_pages_gen.fetch_add(1, std::memory_order_release);  // pairs with peer_pages' acquire
   s.sunk.push_back(m);
 }
 
@@ -132,7 +133,8 @@ void retire_if(State& s, Pred stale) {
 uint8_t* peer_pages(PeerSegment* seg, const MrView& mr, uint32_t slot, uint64_t vaddr, uint64_t len) {
   if (mr.share_fd < 0 || vaddr < mr.share_start) return nullptr;
   Mapping* m = t_last.m;
-  if (!m || t_last.gen != g_gen.load(std::memory_order_acquire) || m->seg != seg || m->ino != mr.share_ino) {
+  if (!m || t_last.gen != g_peer_pages_gen.load(std::memory_order_acquire) || m->seg != seg ||
+      m->ino != mr.share_ino) {
     State& s = st();
     std::lock_guard<std::mutex> g(s.mu);
     m = nullptr;
@@ -145,7 +147,7 @@ uint8_t* peer_pages(PeerSegment* seg, const MrView& mr, uint32_t slot, uint64_t 
       map_backing(m, seg->pid, mr.share_fd);
       s.live[mr.share_ino].push_back(m);
     }
-    t_last = LastHit{m, g_gen.load(std::memory_order_relaxed)};
+    t_last = LastHit{m, g_peer_pages_gen.load(std::memory_order_relaxed)};
   }
   if (!m->local) return nullptr;
   const uint64_t off = vaddr - m->start;

@@ -188,6 +188,14 @@ class Qp {
   WcStatus gather(const SendWqe& w, iovec* loc, size_t* nl, uint64_t* len);
   /// BIND_MW or LOCAL_INV on this context's MR table (core/qp_send.cc).
   WcStatus local_op(const SendWqe& w);
+  /// An RDMA WRITE of one gather element on a connected QP whose peer is on
+  /// this host, into the target region last written (core/qp_write.cc):
+  /// executes and completes `w` and returns true; false when anything is
+  /// not as cached (nothing done: the general path runs). Under sq_mu_.
+  bool write_direct(const SendWqe& w);
+  /// Caches the peer's region `rkey` names (validated as respond_write
+  /// validates it) with its address in this process; false if it cannot be.
+  bool write_target_fill(uint32_t rkey, uint64_t raddr, uint64_t len);
 
   // --- the network link (core/qp_net.cc)
   /// Does this connected QP reach its peer over UDP (from the AV and UROCE_LINK)?
@@ -259,6 +267,20 @@ class Qp {
   PeerQp peer_{};             // RC/UC: cached target
   PeerQp ud_peer_{};          // UD: the current WQE's target (under sq_mu_)
   MrCache local_mr_cache_{};  // the last local MR a WQE used (under sq_mu_)
+  // write_direct's target (under sq_mu_): the peer region last written,
+  // good while its MR-table slot keeps seqlock word `seq`, the peer QP is
+  // the one it was validated for and peer_pages retired no mapping.
+  struct WriteTarget {
+    const MrEntry* e = nullptr;
+    uint32_t seq = 1;  // odd: matches no stable slot
+    uint32_t rkey = 0;
+    uint64_t iova = 0, length = 0;
+    uint8_t* here = nullptr;  // this process's address of iova
+    uint64_t pages_gen = 0;
+    const PeerSegment* seg = nullptr;
+    const QpShm* qp = nullptr;
+    uint32_t qpn = 0;
+  } wt_;
   std::unique_ptr<NetQp> net_;
   NetCounters* counters_ = nullptr;  // net_'s counters, in the context's segment
   uint32_t net_unsignaled_ = 0;      // like unsignaled_, for network completions (under the NetQp's lock)

@@ -120,6 +120,7 @@ Status Qp::post_send(const SendWqe& w) {
     deferred_.back().retries = 0;
     return Status::ok();
   }
+  if (w.opcode == WrOpcode::kRdmaWrite && write_direct(w)) return Status::ok();
   ExecOut out;
   Exec r = execute(w, &out);
   if (r == Exec::kDone) {

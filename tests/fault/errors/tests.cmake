@@ -16,6 +16,7 @@ uroce_gtest(fault_errors_test LABEL fault TIMEOUT 60 VERBS SOURCES
   ${UROCE_FAULT_ERRORS_DIR}/fault_harness.cc
   ${UROCE_FAULT_ERRORS_DIR}/local_protection_test.cc
   ${UROCE_FAULT_ERRORS_DIR}/remote_access_test.cc
+  ${UROCE_FAULT_ERRORS_DIR}/cached_target_test.cc
   ${UROCE_FAULT_ERRORS_DIR}/length_test.cc
   ${UROCE_FAULT_ERRORS_DIR}/rnr_test.cc
   ${UROCE_FAULT_ERRORS_DIR}/modify_qp_test.cc
