@@ -93,6 +93,36 @@ inline void rq_copy(const uint8_t* seg_base, const RqGeometry& g, uint64_t pos, 
   memcpy(out->sge, w->sge, sizeof(Sge) * n);
 }
 
+/// The claim loop of rq_claim and rq_claim_pos: finds the oldest posted
+/// receive, runs `before(h)` on its position (the slot cannot be reused
+/// while head == h), then claims it with CAS(head, h, h+1). Arguments as
+/// rq_claim's.
+template <typename Before>
+inline bool rq_take(RqRing* r, uint32_t mask, uint64_t* pos, uint64_t* left, uint64_t* tail_seen,
+                    SegBound* bound, Before&& before) {
+  uint64_t h = r->head.load(std::memory_order_acquire);
+  for (;;) {
+    uint64_t t = tail_seen ? *tail_seen : 0;
+    if (h >= t) {
+      t = r->tail.load(std::memory_order_acquire);  // pairs with rq_post's release
+      if (tail_seen) *tail_seen = t;
+      if (h >= t) return false;
+    } else {
+      std::atomic_thread_fence(std::memory_order_acquire);  // the slot was published before t was seen
+    }
+    if (bound && t - h > uint64_t(mask) + 1) {
+      bound->set_corrupt("a receive queue's tail more than a ring ahead of its head");
+      return false;
+    }
+    before(h);
+    if (r->head.compare_exchange_weak(h, h + 1, std::memory_order_acq_rel)) {
+      *pos = h;
+      *left = t - h - 1;
+      return true;
+    }
+  }
+}
+
 /// Any process: claims the oldest posted receive. Returns false if none.
 /// `*left` gets the number still posted after the claim (a lower bound when
 /// `tail_seen` is given). `tail_seen`, optional, is the claimer's private
@@ -107,26 +137,8 @@ inline bool rq_claim(uint8_t* seg_base, RqRing* r, ClaimedRecv* out, uint64_t* l
     bound->set_corrupt("a receive queue outside the segment");
     return false;
   }
-  uint64_t h = r->head.load(std::memory_order_acquire);
-  for (;;) {
-    uint64_t t = tail_seen ? *tail_seen : 0;
-    if (h >= t) {
-      t = r->tail.load(std::memory_order_acquire);  // pairs with rq_post's release
-      if (tail_seen) *tail_seen = t;
-      if (h >= t) return false;
-    } else {
-      std::atomic_thread_fence(std::memory_order_acquire);  // the slot was published before t was seen
-    }
-    if (bound && t - h > uint64_t(g.mask) + 1) {
-      bound->set_corrupt("a receive queue's tail more than a ring ahead of its head");
-      return false;
-    }
-    rq_copy(seg_base, g, h, out);  // before claiming: the slot cannot be reused while head == h
-    if (r->head.compare_exchange_weak(h, h + 1, std::memory_order_acq_rel)) {
-      *left = t - h - 1;
-      return true;
-    }
-  }
+  uint64_t pos;
+  return rq_take(r, g.mask, &pos, left, tail_seen, bound, [&](uint64_t h) { rq_copy(seg_base, g, h, out); });
 }
 
 /// Any process: claims the oldest posted receive without reading it (its
@@ -134,23 +146,8 @@ inline bool rq_claim(uint8_t* seg_base, RqRing* r, ClaimedRecv* out, uint64_t* l
 /// if none; else *pos is the receive's position. Arguments as rq_claim's.
 inline bool rq_claim_pos(RqRing* r, uint64_t* pos, uint64_t* tail_seen, SegBound* bound) {
   const uint32_t mask = std::atomic_ref<uint32_t>(r->mask).load(std::memory_order_relaxed);
-  uint64_t h = r->head.load(std::memory_order_acquire);
-  for (;;) {
-    uint64_t t = *tail_seen;
-    if (h >= t) {
-      t = r->tail.load(std::memory_order_acquire);  // pairs with rq_post's release
-      *tail_seen = t;
-      if (h >= t) return false;
-    }
-    if (bound && t - h > uint64_t(mask) + 1) {
-      bound->set_corrupt("a receive queue's tail more than a ring ahead of its head");
-      return false;
-    }
-    if (r->head.compare_exchange_weak(h, h + 1, std::memory_order_acq_rel)) {
-      *pos = h;
-      return true;
-    }
-  }
+  uint64_t left;
+  return rq_take(r, mask, pos, &left, tail_seen, bound, [](uint64_t) {});
 }
 
 /// Number of receives currently posted.
