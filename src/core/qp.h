@@ -277,8 +277,7 @@ class Qp {
     uint64_t iova = 0, length = 0;
     uint8_t* here = nullptr;  // this process's address of iova
     uint64_t pages_gen = 0;
-    const PeerSegment* seg = nullptr;
-    const QpShm* qp = nullptr;
+    const QpShm* qp = nullptr;  // the target QP validated (with qpn: the same QP still)
     uint32_t qpn = 0;
   } wt_;
   std::unique_ptr<NetQp> net_;

@@ -39,8 +39,7 @@ bool Qp::write_target_fill(uint32_t rkey, uint64_t raddr, uint64_t len) {
   // here stays null when only process_vm_writev reaches the region: the
   // general path then, without trying again until something changes.
   uint8_t* here = mapped(x, *mr, rkey, mr->vaddr, mr->length);
-  wt_ =
-      WriteTarget{x.mr_cache->e, x.mr_cache->seq, rkey, mr->iova, mr->length, here, gen, t.seg, t.qp, t.qpn};
+  wt_ = WriteTarget{x.mr_cache->e, x.mr_cache->seq, rkey, mr->iova, mr->length, here, gen, t.qp, t.qpn};
   return here != nullptr;
 }
 
