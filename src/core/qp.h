@@ -1,5 +1,6 @@
 // Queue pair (owner side). Setup, state machine and receive side live in
-// core/qp.cc; the send side (requester/completer) in core/qp_send.cc,
+// core/qp.cc; the send side (requester/completer) in core/qp_send.cc (a
+// WRITE into the target region it wrote last: core/qp_write.cc),
 // what a send does at its target (responder) in core/target.cc.
 #pragma once
 
