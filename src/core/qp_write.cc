@@ -12,7 +12,6 @@
 // which also produces every error completion.
 #include <cstring>
 
-#include "core/limits.h"
 #include "core/peer_pages.h"
 #include "core/qp.h"
 #include "core/qp_state.h"
@@ -23,7 +22,6 @@ namespace uroce::core {
 
 bool Qp::write_target_fill(uint32_t rkey, uint64_t raddr, uint64_t len) {
   wt_ = WriteTarget{};
-  if (type_ == QpType::kXrcSend) return false;
   const PeerQp* p = peer_for(attr_.dest_qpn, &ud_peer_);  // RC, UC: resolves peer_
   if (!p) return false;
   const PeerQp& t = *p;
@@ -45,19 +43,11 @@ bool Qp::write_target_fill(uint32_t rkey, uint64_t raddr, uint64_t len) {
 
 bool Qp::write_direct(const SendWqe& w) {
   if (w.num_sge != 1 || type_ == QpType::kXrcSend) return false;
-  const Sge& s = w.sge[0];
-  const uint64_t len = s.length;
-  if (len == 0 || len > kLimits.max_msg_sz) return false;
-  // The source: inline data as given, else the local region the L_Key names.
-  const uint8_t* src;
-  if (w.flags & send_flags::kInline) {
-    src = reinterpret_cast<const uint8_t*>(s.addr);
-  } else {
-    const MrView* mr = mr_read_cached(ctx_->mr_entry(s.lkey), s.lkey, &local_mr_cache_);
-    if (!mr || mr->pd_id != pd_id_ || !mr_contains(*mr, s.addr, len) || (mr->access & access::kWindow))
-      return false;
-    src = reinterpret_cast<const uint8_t*>(mr->vaddr + (s.addr - mr->iova));
-  }
+  // The source: the L_Key checks of every send (gather); one buffer.
+  iovec src[1];
+  size_t nl = 0;
+  uint64_t len = 0;
+  if (gather(w, src, &nl, &len) != WcStatus::kSuccess || nl != 1) return false;
   const WriteTarget& c = wt_;
   const bool hit = c.e && c.rkey == w.rkey && c.e->seq.load(std::memory_order_acquire) == c.seq &&
                    c.pages_gen == peer_pages_generation() && c.qp == peer_.qp && c.qpn == attr_.dest_qpn &&
@@ -68,7 +58,7 @@ bool Qp::write_direct(const SendWqe& w) {
       !(t.qp->access_flags & access::kRemoteWrite))
     return false;
   if (w.remote_addr < c.iova || len > c.length || w.remote_addr - c.iova > c.length - len) return false;
-  memcpy(c.here + (w.remote_addr - c.iova), src, len);
+  memcpy(c.here + (w.remote_addr - c.iova), src[0].iov_base, len);
   complete_send(w, WcStatus::kSuccess, uint32_t(len));
   return true;
 }
