@@ -145,9 +145,9 @@ Status Cq::resize(uint32_t cqe) {
   return Status::ok();
 }
 
-void Cq::purge_qp(uint32_t qpn) {
+uint32_t Cq::purge_qp(uint32_t qpn) {
   std::lock_guard<SpinLock> g(mu_);
-  cq_purge(
+  return cq_purge(
       ctx_->seg().base(), ring_, [qpn](const Cqe& c) { return c.qp_num == qpn; },
       geom_.load(std::memory_order_relaxed));
 }

@@ -70,8 +70,8 @@ class Cq {
   /// producers in other processes keep running (see cq_resize).
   Status resize(uint32_t cqe);
   /// Drops the completions of QP `qpn` still queued: a QP moved to RESET
-  /// starts clean, as mlx5 cleans its CQs then (see cq_purge).
-  void purge_qp(uint32_t qpn);
+  /// starts clean, as mlx5 cleans its CQs then (see cq_purge). Returns how many.
+  uint32_t purge_qp(uint32_t qpn);
 
   // --- one-line records of small SENDs (core/eager.h), for the QPs whose
   // receive CQ this is (at most kMaxEager of them)

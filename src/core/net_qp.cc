@@ -411,6 +411,10 @@ void NetQp::on_timer(uint64_t now) {
 void NetQp::flush() {
   Call call(this);
   if (flushed_) return;
+  // The ACK of what was executed leaves first, as a NIC's leaves on receipt:
+  // a peer that learns of the teardown (rdma_cm's DREQ) before it would see
+  // its last SEND flushed although it arrived.
+  send_held_ack();
   flushed_ = true;
   if (req_) req_->flush();
 }
@@ -492,7 +496,9 @@ void NetQp::to_error(bool async, AsyncEvent ev) {
     flush_rq_due_ = true;
   }
   // What the requester still holds ends with WR_FLUSH_ERR (it completed
-  // the failing WQE itself); the responder answers nothing any more.
+  // the failing WQE itself); the responder answers nothing any more, once
+  // the ACK of what it executed is out (as in flush()).
+  send_held_ack();
   flushed_ = true;
   if (req_ && !req_->failed()) req_->flush();
 }

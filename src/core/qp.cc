@@ -177,8 +177,10 @@ Qp::~Qp() {
   // for this QP go with it, so no one polls a wr_id of a QP that is gone
   // (libfabric's rxm closes a connection's endpoint, then drains the CQ and
   // reposts every receive it finds there on that endpoint).
-  if (qpn_ && send_cq_) send_cq_->purge_qp(qpn_);
-  if (qpn_ && recv_cq_ && recv_cq_ != send_cq_) recv_cq_->purge_qp(qpn_);
+  uint32_t dropped = 0;
+  if (qpn_ && send_cq_) dropped += send_cq_->purge_qp(qpn_);
+  if (qpn_ && recv_cq_ && recv_cq_ != send_cq_) dropped += recv_cq_->purge_qp(qpn_);
+  if (qpn_ && tracing()) trace(qpn_, "destroyed (%u completions dropped)", dropped);
   if (qpn_) ctx_->ctl()->free_qpn(qpn_);
   if (send_cq_ && qpn_) send_cq_->refs--;
   if (recv_cq_ && qpn_) recv_cq_->refs--;

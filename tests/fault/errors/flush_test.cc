@@ -7,6 +7,7 @@
 // and completes in error); ibv_poll_cq(3) IBV_WC_WR_FLUSH_ERR ("A
 // Work Request was in process or outstanding when the QP transitioned into
 // the Error State").
+#include <cstring>
 #include <set>
 
 #include "fault/errors/fault_harness.h"
@@ -118,6 +119,44 @@ TEST_F(Flush, ResetAfterErrGivesAUsableQp) {
   auto sc = poll_one(p_.a.send_cq);
   ASSERT_TRUE(sc);
   EXPECT_EQ(sc->status, IBV_WC_SUCCESS) << ibv_wc_status_str(sc->status);
+}
+
+class FlushPeer : public VerbsTest {
+ protected:
+  Endpoint e_;
+  Peer peer_;  // killed before the endpoint goes
+};
+
+TEST_F(FlushPeer, AReceiverGoingToErrRightAfterItsCompletionHasAcknowledged) {
+  // The peer (another process) completes our SEND, moves its QP to ERR at
+  // once and stops: what it sent before ibv_modify_qp returned is all it ever
+  // sends. Our SEND was executed there, so its ACK must be among that (a NIC
+  // acknowledges on receipt, long before a program can act on the
+  // completion). A program that then tears down the connection (rdma_cm's
+  // DREQ, which can arrive before a late ACK) would otherwise see its last
+  // SEND flushed although the peer received it: libfabric's fi_pingpong did,
+  // over the network link. Without that ACK the SEND here ends in
+  // RETRY_EXC_ERR (the stopped peer answers no retry).
+  ASSERT_TRUE(make_endpoint(ctx_, {}, &e_));
+  PeerHello h{};
+  h.qpn = e_.qp->qp_num;
+  memcpy(h.gid, gid_.raw, 16);
+  h.recvs = 1;
+  h.err_and_stop_after_first_recv = 1;
+  PeerReady ready{};
+  ASSERT_TRUE(peer_.start(h, &ready));
+  RcParams p;
+  p.timeout = 10;  // ~4 ms
+  p.retry_cnt = 3;
+  ibv_gid pg;
+  memcpy(pg.raw, ready.gid, 16);
+  ASSERT_EQ(connect_rc(e_.qp, ready.qpn, pg, p), 0);
+  ibv_sge s = e_.sge(0, 16);
+  ASSERT_EQ(post_send(e_.qp, 1, IBV_WR_SEND, &s, 1), 0);
+  auto wc = poll_one(e_.send_cq);
+  ASSERT_TRUE(wc) << "no completion within " << kWaitMs << " ms";
+  EXPECT_EQ(wc->status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc->status);
+  EXPECT_TRUE(peer_.kill_and_reap());
 }
 
 }  // namespace

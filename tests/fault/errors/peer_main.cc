@@ -6,11 +6,13 @@
 // happens, so it can never outlive a broken test for long.
 #include <infiniband/verbs.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 #include <vector>
 
 #include "fault/errors/peer_protocol.h"
@@ -121,6 +123,18 @@ int main() {
   r.len = kPeerBufBytes / 2;
   r.rkey = mr->rkey;
   if (send(kPeerFd, &r, sizeof(r), MSG_NOSIGNAL) != ssize_t(sizeof(r))) return 3;
+
+  if (h.err_and_stop_after_first_recv) {
+    // Busy-polls, as a program waiting for its message does; 10 s at most.
+    const time_t give_up = time(nullptr) + 10;
+    ibv_wc wc{};
+    while (ibv_poll_cq(cq, 1, &wc) == 0 && time(nullptr) < give_up) {
+    }
+    a = ibv_qp_attr{};
+    a.qp_state = IBV_QPS_ERR;
+    (void)ibv_modify_qp(qp, &a, IBV_QP_STATE);
+    raise(SIGSTOP);
+  }
 
   // Idle until the test hangs up (or kills us); never longer than kIdleLimitMs.
   // A PeerCorrupt meanwhile: make it, answer, idle on.

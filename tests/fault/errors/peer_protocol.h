@@ -16,6 +16,10 @@ struct PeerHello {
   uint8_t gid[16];       // the test's GID (index kGidIndex of uroce_lo)
   uint32_t recvs;        // receives the peer posts before reporting ready
   uint32_t corrupt = 0;  // a Corruption the peer makes in its own segment before reporting ready
+  // Nonzero: once its first receive completes, the peer moves its QP to ERR
+  // and stops itself (SIGSTOP) at once: it says nothing afterwards but what
+  // it sent before ibv_modify_qp returned.
+  uint32_t err_and_stop_after_first_recv = 0;
 };
 
 /// What the peer scribbles into its own context segment (corrupt_segment_test.cc),

@@ -13,6 +13,9 @@
 #   (mckey's receiver must have joined before the sender sends).
 #   --rerun-on-hup: rstream -T a's race (see below): a client that exits 16
 #   after the server passed runs the pair once more, and that run counts.
+#   --rerun-on-teardown-race: fi_pingpong's RDM race (see below): a side that
+#   fails at its very end, after both printed MATCH, runs the pair once more,
+#   and that run counts.
 #
 # rstream -T a waits in rpoll before every rrecv and fails with the poll's
 # POLLHUP bit (exit 16) even when POLLIN is set beside it: once the server has
@@ -21,6 +24,21 @@
 # its completion queue at one rpoll exits 16 with the data unread. rsocket's
 # rs_poll_rs reports both bits by design, so this happens on any device when
 # the client lags (here under ctest -j2 with the cores busy).
+#
+# fi_pingpong -e rdm (ofi_rxm over verbs) ends with one "fin" message each way
+# and exits. ofi_rxm reads its CM events in its progress call, after a CQ read
+# that found nothing; on DISCONNECTED it closes the connection's endpoint
+# (ibv_destroy_qp) and only then drains the CQ. A side preempted between that
+# empty CQ read and the event read (a system call: under ctest -j2 on two
+# cores, for milliseconds) meanwhile gets the peer's fin and its disconnect,
+# and destroys the QP with the fin's completion unread: on mlx5 and on uroce,
+# which take a destroyed QP's completions out of its CQ, the fin is lost and
+# the side waits for it forever; its own fin's send completion, if not read
+# either, comes back as WR_FLUSH_ERR from the verbs provider ("cq_readerr:
+# Work Request Flushed Error"). (Providers that keep the completions, such as
+# rxe, let rxm repost the receive on the closed endpoint: a crash instead.)
+# With the option a side still running RUN_PAIR_END_S (10) seconds after the
+# other one exited counts as hung.
 #
 # The CM gives a client no way to wait for a listener, and a client finding
 # none is REJECTED at once; so a client that fails, or says it was REJECTED
@@ -39,12 +57,14 @@ source "$(dirname "${BASH_SOURCE[0]}")/../proc_lib.sh"
 server_stays=0
 wait_server=
 rerun_on_hup=0
+rerun_on_teardown=0
 pass_on=()
 while [[ ${1-} == --* ]]; do
   case $1 in
     --server-stays) server_stays=1; pass_on+=("$1"); shift ;;
     --wait-server) wait_server=$2; pass_on+=("$1" "$2"); shift 2 ;;
     --rerun-on-hup) rerun_on_hup=1; shift ;;
+    --rerun-on-teardown-race) rerun_on_teardown=1; shift ;;
     *) echo "$0: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -63,6 +83,26 @@ if ((rerun_on_hup)); then
     grep -q '^FAIL: client exited with 16$' <<<"$out" &&
     [[ $(grep -c '^FAIL:' <<<"$out") == 1 ]]; then
     echo "+ the client saw the server's disconnect with data unread (rpoll POLLIN|POLLHUP): once more"
+    bash "${BASH_SOURCE[0]}" "${pass_on[@]}" "$@"
+    rc=$?
+  fi
+  exit "$rc"
+fi
+if ((rerun_on_teardown)); then
+  export RUN_PAIR_END_S=${RUN_PAIR_END_S:-10}
+  out=$(bash "${BASH_SOURCE[0]}" "${pass_on[@]}" "$@")
+  rc=$?
+  echo "$out"
+  # One side failed (hung at its end, or the provider's flush of its fin),
+  # after both sides printed MATCH: the whole exchange was done and counted.
+  server_out=$(awk '/^----- server \(exit/ { f = 1; next } /^----- client \(exit/ { f = 0 } f' <<<"$out")
+  client_out=$(awk '/^----- client \(exit/ { f = 1; next } /^-----$/ { f = 0 } f' <<<"$out")
+  fails=$(grep '^FAIL:' <<<"$out")
+  if ((rc == 1)) && [[ -n $match ]] && [[ $(wc -l <<<"$fails") == 1 ]] &&
+    grep -Eq -- "$match" <<<"$server_out" && grep -Eq -- "$match" <<<"$client_out" &&
+    { [[ $fails == *"after the other side ended (killed)" ]] ||
+      { [[ $fails == "FAIL: "*" exited with "* ]] && grep -q 'Work Request Flushed Error' <<<"$out"; }; }; then
+    echo "+ a side failed at its end after the whole exchange (ofi_rxm's teardown race): once more"
     bash "${BASH_SOURCE[0]}" "${pass_on[@]}" "$@"
     rc=$?
   fi
@@ -94,6 +134,15 @@ if [[ -n $wait_server ]]; then
   done
 fi
 
+# RUN_PAIR_END_S: the first side to end leaves the other that many seconds.
+end_cut=0
+end_of_one() {
+  if [[ -n ${RUN_PAIR_END_S-} ]] && ((!end_cut && SECONDS + RUN_PAIR_END_S < deadline)); then
+    deadline=$((SECONDS + RUN_PAIR_END_S))
+    end_cut=1
+  fi
+}
+
 attempt=0
 while :; do
   attempt=$((attempt + 1))
@@ -101,7 +150,10 @@ while :; do
   "${in_client[@]}" "${linebuf[@]}" "${client_cmd[@]}" >"$work/client.out" 2>&1 &
   client_pid=$!
   pids+=("$client_pid")
-  while kill -0 "$client_pid" 2>/dev/null && ((SECONDS < deadline)); do sleep 0.05; done
+  while kill -0 "$client_pid" 2>/dev/null && ((SECONDS < deadline)); do
+    kill -0 "$server_pid" 2>/dev/null || end_of_one
+    sleep 0.05
+  done
   kill -0 "$client_pid" 2>/dev/null && break  # still running at the deadline: reap_pair says so
   wait "$client_pid"
   rc=$?
@@ -116,6 +168,12 @@ done
 if ((server_stays)) && ! kill -0 "$client_pid" 2>/dev/null; then
   kill -TERM "$server_pid" 2>/dev/null
 fi
+if [[ -n ${RUN_PAIR_END_S-} ]]; then
+  while kill -0 "$server_pid" 2>/dev/null && kill -0 "$client_pid" 2>/dev/null && ((SECONDS < deadline)); do
+    sleep 0.05
+  done
+  end_of_one
+fi
 reap_pair "$deadline"
 ((server_stays)) && server_rc=0
 ((client_rc == 127)) && client_rc=$rc  # reaped above already
@@ -128,7 +186,11 @@ echo "-----"
 
 ok=1
 for side in "${timed_out[@]}"; do
-  echo "FAIL: $side still running after ${limit_s}s (killed)"
+  if ((end_cut)); then
+    echo "FAIL: $side still running ${RUN_PAIR_END_S}s after the other side ended (killed)"
+  else
+    echo "FAIL: $side still running after ${limit_s}s (killed)"
+  fi
   ok=0
 done
 for side in server client; do

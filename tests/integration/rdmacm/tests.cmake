@@ -57,7 +57,7 @@ uroce_cm_pair(qperf --server-stays "qperf -lp 19765" "qperf -lp 19765 -cm1 127.0
 # libfabric 1.17's verbs provider (its connections go through the CM): fi_pingpong
 # over MSG endpoints, and over RDM ones of ofi_rxm on top
 uroce_cm_pair(libfabric_msg "fi_pingpong -p verbs -e msg -I 100" "fi_pingpong -p verbs -e msg -I 100 127.0.0.1" "^1m +100 +=100")
-uroce_cm_pair(libfabric_rdm "fi_pingpong -p verbs\\;ofi_rxm -e rdm -I 100" "fi_pingpong -p verbs\\;ofi_rxm -e rdm -I 100 127.0.0.1" "^1m +100 +=100")
+uroce_cm_pair(libfabric_rdm --rerun-on-teardown-race "fi_pingpong -p verbs\\;ofi_rxm -e rdm -I 100" "fi_pingpong -p verbs\\;ofi_rxm -e rdm -I 100 127.0.0.1" "^1m +100 +=100")
 # perftest's -R: its connection through the CM
 uroce_cm_pair(perftest_send_bw "ib_send_bw -R -n 1000" "ib_send_bw -R -n 1000 127.0.0.1" "BW average")
 uroce_cm_pair(perftest_write_lat "ib_write_lat -R -n 1000" "ib_write_lat -R -n 1000 127.0.0.1" "t_avg")
@@ -124,7 +124,7 @@ uroce_cm_netns_pair(perftest_send_lat_ud --wait-server "Waiting for client" "ib_
 # inside the provider): a loopback bind takes no device, as the kernel's CM
 # (docs/cm.md), and the provider then offers the devices' own addresses
 uroce_cm_netns_pair(libfabric_msg "fi_pingpong -p verbs -e msg -S 4096 -I 200" "fi_pingpong -p verbs -e msg -S 4096 -I 200 ${S}" "^4k +200 +=200")
-uroce_cm_netns_pair(libfabric_rdm "fi_pingpong -p verbs\\;ofi_rxm -e rdm -S 4096 -I 200" "fi_pingpong -p verbs\\;ofi_rxm -e rdm -S 4096 -I 200 ${S}" "^4k +200 +=200")
+uroce_cm_netns_pair(libfabric_rdm --rerun-on-teardown-race "fi_pingpong -p verbs\\;ofi_rxm -e rdm -S 4096 -I 200" "fi_pingpong -p verbs\\;ofi_rxm -e rdm -S 4096 -I 200 ${S}" "^4k +200 +=200")
 uroce_cm_netns_pair(rstream "rstream -b ${S} -T v -S 4096 -C 200" "rstream -s ${S} -T v -S 4096 -C 200" "^custom +4k ")
 uroce_cm_netns_pair(riostream "riostream -b ${S} -S 4096 -C 200" "riostream -s ${S} -S 4096 -C 200" "^custom +4k ")
 uroce_cm_netns_pair(rspreload_nc "bash ${CMAKE_CURRENT_LIST_DIR}/rsocket_copy.sh serve ${S} 5555"
