@@ -24,7 +24,10 @@ Result<std::unique_ptr<Context>> Context::open(const DeviceInfo& dev) {
   auto seg = Segment::create();
   if (!seg.is_ok()) return Status(seg.err());
   c->seg_ = std::move(seg.value());
-  snprintf(c->seg_->header()->dev_name, sizeof(SegHeader::dev_name), "%s", dev.name);
+  // "uroce_" and an interface name (at most 15) fit; uroced reads the field
+  // as at most its size, terminated or not (registry.cc, seg_dev_name).
+  char* dn = c->seg_->header()->dev_name;
+  memcpy(dn, dev.name, strnlen(dev.name, sizeof(SegHeader::dev_name)));
   // The lifetime lock (SegHeader::owner_lock): robust and process-shared, so
   // the kernel marks it owner-died the moment this process dies.
   auto* lock = reinterpret_cast<pthread_mutex_t*>(c->seg_->header()->owner_lock);

@@ -136,20 +136,19 @@ class Cq {
       }
     };
     auto ring_pass = [&] {
+      EagerRx* gated = nullptr;  // the gate's lookup, for the take of the same completion
       got += cq_pop_each(
           base, ring_, n - got,
           [&](const Cqe& x) {
             if (x.sq_retire) qp_retire(x.local_qp, x.sq_retire);
-            if (x.opcode & kWcRecvBit)
-              if (EagerRx* e = eager_of(x.qp_num)) e->done.fetch_add(1, std::memory_order_release);
+            if (gated) gated->done.fetch_add(1, std::memory_order_release);
             take(x);
           },
           geom_.load(std::memory_order_relaxed),
           [&](const Cqe& x, int budget, int* extra) {
-            if (!(x.opcode & kWcRecvBit)) return true;
-            EagerRx* e = eager_of(x.qp_num);
-            if (!e) return true;
-            *extra = records(*e, budget);
+            gated = (x.opcode & kWcRecvBit) ? eager_of(x.qp_num) : nullptr;
+            if (!gated) return true;
+            *extra = records(*gated, budget);
             return *extra < budget;  // else a record may still be due first
           });
     };
