@@ -16,6 +16,10 @@
 #                $SECONDS reaches DEADLINE, kills (after dump_threads) what
 #                still runs, reaps both; sets server_rc, client_rc and
 #                timed_out (the sides it killed), clears the pids
+#   report_pair [WHEN]  after reap_pair: prints both outputs under their
+#                exit statuses, then a FAIL line for each side killed
+#                ("still running WHEN", default "after ${limit_s}s") or
+#                exited non-zero; pair_ok is 1 if there was none
 
 # stdbuf is coreutils; without it the output is block-buffered.
 linebuf=()
@@ -89,6 +93,28 @@ reap_pair() {
   exec 2>&3 3>&-
   server_pid=
   client_pid=
+}
+
+report_pair() {
+  local when=${1:-"after ${limit_s}s"} side rc_var
+  echo "----- server (exit $server_rc) -----"
+  cat "$work/server.out"
+  echo "----- client (exit $client_rc) -----"
+  cat "$work/client.out"
+  echo "-----"
+  pair_ok=1
+  for side in "${timed_out[@]}"; do
+    echo "FAIL: $side still running $when (killed)"
+    pair_ok=0
+  done
+  for side in server client; do
+    rc_var=${side}_rc
+    [[ " ${timed_out[*]} " == *" $side "* ]] && continue
+    if [[ ${!rc_var} -ne 0 ]]; then
+      echo "FAIL: $side exited with ${!rc_var}"
+      pair_ok=0
+    fi
+  done
 }
 
 # scratch NAME: sets work to a new temporary directory and pids to (); on

@@ -75,24 +75,12 @@ client_pid=$!
 
 reap_pair "$deadline"
 
-echo "----- server (exit $server_rc) -----"
-cat "$work/server.out"
-echo "----- client (exit $client_rc) -----"
-cat "$work/client.out"
-echo "-----"
-
-ok=1
-for side in "${timed_out[@]}"; do
-  echo "FAIL: $side still running after ${limit_s}s (killed)"
-  ok=0
-done
+report_pair
+ok=$pair_ok
 for side in server client; do
   rc_var=${side}_rc
-  [[ " ${timed_out[*]} " == *" $side "* ]] && continue
-  if [[ ${!rc_var} -ne 0 ]]; then
-    echo "FAIL: $side exited with ${!rc_var}"
-    ok=0
-  elif ! grep -q ' iters in ' "$work/$side.out"; then
+  [[ " ${timed_out[*]} " == *" $side "* || ${!rc_var} -ne 0 ]] && continue
+  if ! grep -q ' iters in ' "$work/$side.out"; then
     echo "FAIL: $side printed no 'iters in' summary"
     ok=0
   fi

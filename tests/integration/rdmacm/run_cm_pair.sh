@@ -178,29 +178,10 @@ reap_pair "$deadline"
 ((server_stays)) && server_rc=0
 ((client_rc == 127)) && client_rc=$rc  # reaped above already
 
-echo "----- server (exit $server_rc) -----"
-cat "$work/server.out"
-echo "----- client (exit $client_rc) -----"
-cat "$work/client.out"
-echo "-----"
-
-ok=1
-for side in "${timed_out[@]}"; do
-  if ((end_cut)); then
-    echo "FAIL: $side still running ${RUN_PAIR_END_S}s after the other side ended (killed)"
-  else
-    echo "FAIL: $side still running after ${limit_s}s (killed)"
-  fi
-  ok=0
-done
-for side in server client; do
-  rc_var=${side}_rc
-  [[ " ${timed_out[*]} " == *" $side "* ]] && continue
-  if [[ ${!rc_var} -ne 0 ]]; then
-    echo "FAIL: $side exited with ${!rc_var}"
-    ok=0
-  fi
-done
+when=
+((end_cut)) && when="${RUN_PAIR_END_S}s after the other side ended"
+report_pair ${when:+"$when"}
+ok=$pair_ok
 if [[ -n $match ]] && ! cat "$work/server.out" "$work/client.out" | grep -Eq -- "$match"; then
   echo "FAIL: neither output matches /$match/"
   ok=0
