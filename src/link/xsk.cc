@@ -7,6 +7,8 @@
 
 #include <cerrno>
 
+#include "common/clock.h"
+
 #ifndef AF_XDP
 #define AF_XDP 44
 #endif
@@ -106,12 +108,14 @@ Status XskSocket::setup(int ifindex, uint32_t queue, const Options& o) {
   sa.sxdp_queue_id = queue;
   sa.sxdp_flags = XDP_COPY;
   // A queue whose previous socket just closed stays busy for a while (the
-  // kernel releases it after an RCU grace period: ~28 ms measured): retry,
-  // for at most kBindRetries * 5 ms.
-  constexpr int kBindRetries = 40;
-  for (int tries = 0;; ++tries) {
+  // kernel releases it in deferred work: ~28 ms measured on an idle host;
+  // 200 ms was once too short in ctest -j2 beside a busy loop, with network
+  // namespaces being torn down): retry, for at most kBindWaitNs.
+  constexpr uint64_t kBindWaitNs = 2'000'000'000;
+  const uint64_t give_up = now_ns() + kBindWaitNs;
+  for (;;) {
     if (::bind(fd_, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) == 0) return Status::ok();
-    if (errno != EBUSY || tries == kBindRetries) return Status(errno);
+    if (errno != EBUSY || now_ns() > give_up) return Status(errno);
     usleep(5000);
   }
 }
