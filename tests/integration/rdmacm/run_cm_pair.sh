@@ -75,34 +75,35 @@ fi
 read -r -a server_cmd <<<"$1"
 read -r -a client_cmd <<<"$2"
 match=${3-}
-if ((rerun_on_hup)); then
-  out=$(bash "${BASH_SOURCE[0]}" "${pass_on[@]}" "$@")
-  rc=$?
-  echo "$out"
-  if ((rc == 1)) && grep -q '^----- server (exit 0) -----$' <<<"$out" &&
-    grep -q '^FAIL: client exited with 16$' <<<"$out" &&
-    [[ $(grep -c '^FAIL:' <<<"$out") == 1 ]]; then
-    echo "+ the client saw the server's disconnect with data unread (rpoll POLLIN|POLLHUP): once more"
-    bash "${BASH_SOURCE[0]}" "${pass_on[@]}" "$@"
-    rc=$?
-  fi
-  exit "$rc"
-fi
-if ((rerun_on_teardown)); then
-  export RUN_PAIR_END_S=${RUN_PAIR_END_S:-10}
-  out=$(bash "${BASH_SOURCE[0]}" "${pass_on[@]}" "$@")
-  rc=$?
-  echo "$out"
-  # One side failed (hung at its end, or the provider's flush of its fin),
-  # after both sides printed MATCH: the whole exchange was done and counted.
+# The races the options name, judged on a first run's output ($out).
+hup_race() {
+  grep -q '^----- server (exit 0) -----$' <<<"$out" && grep -q '^FAIL: client exited with 16$' <<<"$out" &&
+    [[ $(grep -c '^FAIL:' <<<"$out") == 1 ]]
+}
+# One side failed (hung at its end, or the provider's flush of its fin),
+# after both sides printed MATCH: the whole exchange was done and counted.
+teardown_race() {
+  local server_out client_out fails
   server_out=$(awk '/^----- server \(exit/ { f = 1; next } /^----- client \(exit/ { f = 0 } f' <<<"$out")
   client_out=$(awk '/^----- client \(exit/ { f = 1; next } /^-----$/ { f = 0 } f' <<<"$out")
   fails=$(grep '^FAIL:' <<<"$out")
-  if ((rc == 1)) && [[ -n $match ]] && [[ $(wc -l <<<"$fails") == 1 ]] &&
+  [[ -n $match ]] && [[ $(wc -l <<<"$fails") == 1 ]] &&
     grep -Eq -- "$match" <<<"$server_out" && grep -Eq -- "$match" <<<"$client_out" &&
     { [[ $fails == *"after the other side ended (killed)" ]] ||
-      { [[ $fails == "FAIL: "*" exited with "* ]] && grep -q 'Work Request Flushed Error' <<<"$out"; }; }; then
-    echo "+ a side failed at its end after the whole exchange (ofi_rxm's teardown race): once more"
+      { [[ $fails == "FAIL: "*" exited with "* ]] && grep -q 'Work Request Flushed Error' <<<"$out"; }; }
+}
+if ((rerun_on_hup || rerun_on_teardown)); then
+  ((rerun_on_teardown)) && export RUN_PAIR_END_S=${RUN_PAIR_END_S:-10}
+  out=$(bash "${BASH_SOURCE[0]}" "${pass_on[@]}" "$@")
+  rc=$?
+  echo "$out"
+  why=
+  if ((rc == 1)); then
+    ((rerun_on_hup)) && hup_race && why="the client saw the server's disconnect with data unread (rpoll POLLIN|POLLHUP)"
+    ((rerun_on_teardown)) && teardown_race && why="a side failed at its end after the whole exchange (ofi_rxm's teardown race)"
+  fi
+  if [[ -n $why ]]; then
+    echo "+ $why: once more"
     bash "${BASH_SOURCE[0]}" "${pass_on[@]}" "$@"
     rc=$?
   fi
@@ -175,6 +176,7 @@ if [[ -n ${RUN_PAIR_END_S-} ]]; then
   end_of_one
 fi
 reap_pair "$deadline"
+# shellcheck disable=SC2034 # report_pair reads it
 ((server_stays)) && server_rc=0
 ((client_rc == 127)) && client_rc=$rc  # reaped above already
 
