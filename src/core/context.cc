@@ -48,6 +48,7 @@ Result<std::unique_ptr<Context>> Context::open(const DeviceInfo& dev) {
   auto id = c->ctl_->register_ctx(c->seg_->memfd(), &batch);
   if (!id.is_ok()) return Status(id.err());
   c->ctx_id_ = id.value();
+  c->seg_->set_ctx_id(c->ctx_id_);
   c->add_qp_slots(chunk.value(), qpns, batch.got);
   // Peers copy into this process with process_vm_writev, which Yama's
   // ptrace_scope=1 would refuse between non-descendants; allow it (same-uid

@@ -18,6 +18,7 @@
 #include "core/segment.h"
 #include "core/shm_layout.h"
 #include "core/types.h"
+#include "core/wr.h"
 
 namespace uroce::core {
 
@@ -97,14 +98,6 @@ class Context {
   Result<uint32_t> alloc_window(uint32_t pd_id, uint32_t type);
   /// ibv_dealloc_mw: unbinds (a bound window stops answering) and frees the slot.
   void free_window(uint32_t key);
-  /// What a bind asks (IBV_WR_BIND_MW, ibv_bind_mw).
-  struct WindowBind {
-    uint32_t key;        // the window's current key
-    uint32_t new_key;    // its key once bound (same slot)
-    uint32_t mr_key;     // the region it covers part of (0: unbind, type 1)
-    uint64_t addr, len;  // in the region's address space
-    uint32_t access;     // access:: remote bits, kZeroBased (local write is ignored)
-  };
   /// Binds by a QP of `qp_pd` numbered `qpn`; kSuccess or kMwBindErr (bad
   /// window or key, PD mismatch, region without kMwBind, range
   /// outside it, remote write or atomic over a region without local write,

@@ -10,8 +10,10 @@
 #include <cstring>
 
 #include "core/limits.h"
+#include "core/net_engine.h"
 #include "core/notify.h"
 #include "core/qp.h"
+#include "core/service.h"
 
 namespace uroce::core {
 
@@ -88,6 +90,15 @@ Result<std::unique_ptr<Cq>> Cq::create(Context* ctx, uint32_t cqe, uint32_t chan
 Cq::~Cq() {
   if (off_) ctx_->seg().free(off_, bytes_);
   for (auto& [off, bytes] : extra_) ctx_->seg().free(off, bytes);
+}
+
+bool Cq::progress() {
+  Service::poke_if_deferred();
+  return NetEngine::active() && NetEngine::get().poll_now();
+}
+
+void Cq::app_sleeps() {
+  if (NetEngine::active()) NetEngine::get().app_sleeps();
 }
 
 void Cq::push_local(const Cqe& c, bool solicited) {

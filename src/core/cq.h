@@ -36,33 +36,38 @@ class Cq {
                                             uint64_t user_handle, bool timestamps = false);
   ~Cq();
 
-  /// Pops up to `n` completions (retiring send-queue slots they account for).
+  /// ibv_poll_cq: hands up to `n` completions to `take` in place (no
+  /// intermediate copy), retiring the send-queue slots they account for.
+  /// A poll that finds none makes progress, as a NIC's CQ shows what
+  /// arrived: deferred intra-host sends are retried, the network engine
+  /// takes in what came (NetEngine::poll_now), and if it handled anything
+  /// the CQ is looked at again. A busy-polling program needs no thread of
+  /// ours to wake for it.
+  template <typename Take>
+  int poll_each(int n, Take&& take) {
+    const int got = take_ready(n, take);
+    if (got || !progress()) return got;
+    return take_ready(n, take);
+  }
+  /// poll_each into an array.
   int poll(int n, Cqe* out) {
     int i = 0;
     return poll_each(n, [&](const Cqe& c) { out[i++] = c; });
   }
-  /// Hands up to `n` completions to `take` in place (no intermediate copy).
-  template <typename Take>
-  int poll_each(int n, Take&& take) {
-    const uint32_t eager = eager_used_.load(std::memory_order_acquire);
-    // The busy-poll case: no lock.
-    if (!cq_peek_ready(ctx_->seg().base(), ring_, geom_.load(std::memory_order_acquire)) &&
-        !(eager && eager_any_ready(eager)))
-      return 0;
-    std::lock_guard<SpinLock> g(mu_);
-    if (eager_used_.load(std::memory_order_relaxed)) return poll_merged(n, take);
-    return cq_pop_each(
-        ctx_->seg().base(), ring_, n,
-        [&](const Cqe& c) {
-          if (c.sq_retire) qp_retire(c.local_qp, c.sq_retire);
-          take(c);
-        },
-        geom_.load(std::memory_order_relaxed));
+  /// The completions ready now, without progress (ibv_next_poll: within
+  /// the batch ibv_start_poll began).
+  int poll_ready(int n, Cqe* out) {
+    int i = 0;
+    auto take = [&](const Cqe& c) { out[i++] = c; };
+    return take_ready(n, take);
   }
-  /// Arms the completion channel for the next (or next solicited) completion.
+  /// Arms the completion channel for the next (or next solicited)
+  /// completion; the caller is about to block for it, so the network
+  /// engine's thread takes the packets in again (NetEngine::app_sleeps).
   void arm(bool solicited_only) {
     ring_->armed.store(solicited_only ? kArmSolicited : kArmNext, std::memory_order_seq_cst);
     cq_arm_barrier();
+    app_sleeps();
   }
   /// Pushes a completion produced in this process (send side, flushes).
   void push_local(const Cqe& c, bool solicited);
@@ -93,6 +98,29 @@ class Cq {
 
  private:
   Cq() = default;
+  /// An empty poll's progress (core/cq.cc); true if the network engine
+  /// handled anything.
+  static bool progress();
+  /// The network engine's hint that the application will block (core/cq.cc).
+  static void app_sleeps();
+  /// Hands up to `n` ready completions to `take`.
+  template <typename Take>
+  int take_ready(int n, Take& take) {
+    const uint32_t eager = eager_used_.load(std::memory_order_acquire);
+    // The busy-poll case: no lock.
+    if (!cq_peek_ready(ctx_->seg().base(), ring_, geom_.load(std::memory_order_acquire)) &&
+        !(eager && eager_any_ready(eager)))
+      return 0;
+    std::lock_guard<SpinLock> g(mu_);
+    if (eager_used_.load(std::memory_order_relaxed)) return poll_merged(n, take);
+    return cq_pop_each(
+        ctx_->seg().base(), ring_, n,
+        [&](const Cqe& c) {
+          if (c.sq_retire) qp_retire(c.local_qp, c.sq_retire);
+          take(c);
+        },
+        geom_.load(std::memory_order_relaxed));
+  }
   bool eager_any_ready(uint32_t used) const {
     for (; used; used &= used - 1)
       if (eager_ready(eager_[std::countr_zero(used)])) return true;
@@ -103,7 +131,7 @@ class Cq {
       if (eager_[std::countr_zero(u)].qpn == qpn) return &eager_[std::countr_zero(u)];
     return nullptr;
   }
-  /// poll_each with records (under mu_): the records and the ring's
+  /// take_ready with records (under mu_): the records and the ring's
   /// completions of each QP handed out in the order of its receives.
   template <typename Take>
   int poll_merged(int n, Take& take) {

@@ -3,10 +3,11 @@
 #include <cstring>
 
 #include "common/clock.h"
+#include "common/iov.h"
 #include "common/log.h"
+#include "core/limits.h"
 #include "core/net_engine.h"
-#include "core/notify.h"
-#include "core/qp_state.h"
+#include "core/net_route.h"
 #include "core/target.h"
 #include "core/trace.h"
 #include "core/ud_forward.h"
@@ -16,10 +17,11 @@
 
 namespace uroce::core {
 
-/// A call that may send or move the requester's deadline: holds the lock,
-/// lets what it sends leave together when it returns (a message's packets
-/// as one UDP GSO send, a reply and an ACK in one sendmmsg:
-/// UdpEndpoint::cork), and publishes the deadline for lock-free readers.
+/// A call that may send, complete or move the requester's deadline: holds
+/// the lock, lets what it sends leave together when it returns (a message's
+/// packets as one UDP GSO send, a reply and an ACK in one sendmmsg:
+/// UdpEndpoint::cork), tells the owner of a requester's failure once its
+/// completions are all out, and publishes the deadline for lock-free readers.
 class NetQp::Call {
  public:
   explicit Call(NetQp* q) : q_(q), g_(q->mu_) {
@@ -27,6 +29,13 @@ class NetQp::Call {
     ++q_->calls_;
   }
   ~Call() {
+    if (q_->req_failed_) {
+      // The failed WQE's error and the rest's flushes are out: the
+      // receives flush after them (a program that stops at the first bad
+      // completion sees the cause, not a flush).
+      q_->req_failed_ = false;
+      q_->owner_->failed(QpFailure{false, AsyncEvent::kQpFatal, "requester error"});
+    }
     q_->tx_->uncork();
     if (--q_->calls_ == 0 && q_->xdp_) q_->xdp_->flush();  // the frames of the call leave together
     q_->deadline_.store(q_->req_ && !q_->flushed_ ? q_->req_->next_deadline() : UINT64_MAX,
@@ -54,8 +63,9 @@ uint16_t udp_sport(uint32_t flow_label, uint32_t lqpn, uint32_t rqpn) {
   return uint16_t(((fl & 0x3fff) ^ (fl >> 14)) | 0xc000);
 }
 
-/// The responder's view of the QP's own memory and queues: the target-side
-/// helpers of the intra-host link, run by the owner on itself.
+/// The machines' environment: the QP's own memory and queues through the
+/// target-side helpers of the intra-host link, run by the owner on itself;
+/// completions and failures to the owner.
 class NetQp::Env final : public transport::ResponderEnv, public transport::RequesterEnv {
  public:
   explicit Env(NetQp* q) : q_(q) {}
@@ -163,21 +173,27 @@ class NetQp::Env final : public transport::ResponderEnv, public transport::Reque
   }
 
   void send(wire::Packet& p) override {
-    if (tracing()) trace_packet(q_->cfg_.qpn, true, p);
+    if (tracing()) trace_packet(q_->qpn_, true, p);
     q_->send(p);
   }
-  void qp_error(AsyncEvent ev) override { q_->to_error(true, ev); }
+  // The responder met an error (IBA 9.9.3): the QP goes to ERR at once
+  // (its receives flushed, the event raised); what the requester still
+  // holds ends with WR_FLUSH_ERR after that.
+  void qp_error(AsyncEvent ev) override {
+    q_->owner_->failed(QpFailure{true, ev, "responder error"});
+    q_->stop();
+    if (q_->req_ && !q_->req_->failed()) q_->req_->flush();
+  }
   void complete(const transport::SqWqe& w, WcStatus st, uint32_t byte_len) override {
-    q_->done_(w, st, byte_len);
-    if (q_->flush_rq_due_) {
-      q_->flush_rq_due_ = false;
-      flush_receives(q_->self_);
-    }
+    q_->complete(w, st, byte_len);
   }
-  void qp_error() override { q_->to_error(false, AsyncEvent::kQpFatal); }
-  void sq_drained() override {
-    if (q_->drained_) q_->drained_();
+  // The requester fails: it completes its failed WQE and flushes the rest
+  // next; the owner hears of it at the end of the call (Call).
+  void qp_error() override {
+    q_->stop();
+    q_->req_failed_ = true;
   }
+  void sq_drained() override { q_->owner_->drained(); }
 
  private:
   NetQp* q_;
@@ -188,195 +204,192 @@ class NetQp::Env final : public transport::ResponderEnv, public transport::Reque
   uint32_t next_ = 0;
 };
 
-namespace {
-
-/// A QP's sending socket at `ip`:`sport` (flows of this host that hash to
-/// the same port share it), with the process's fault injector, its stream
-/// distinct and reproducible per QP (`salt`), and capture.
-link::UdpEndpoint::Options sender(const link::IpAddr& ip, uint16_t sport, uint32_t salt,
-                                  const NetLinkSettings& link) {
-  link::UdpEndpoint::Options o;
-  o.bind = link::UdpAddr{ip, sport};
-  o.reuse_addr = true;
-  o.faults = link.faults;
-  o.faults.seed = link.faults.seed * 1000003u + salt;
-  o.capture_to = link.capture;
-  return o;
-}
-
-/// A QP's receiving socket at `ip`:4791 (a group's too), shared with the host's other QPs.
-link::UdpEndpoint::Options receiver(const link::IpAddr& ip, const NetLinkSettings& link) {
-  link::UdpEndpoint::Options o;
-  o.bind = link::UdpAddr{ip, wire::kRoceV2Port};
-  o.reuse_addr = true;
-  o.capture_to = link.capture;
-  return o;
-}
-
-}  // namespace
-
-Result<std::unique_ptr<NetQp>> NetQp::open(const Config& c, const PeerQp& self, HostShm* host,
-                                           const NetLinkSettings& link, SendDone done) {
-  std::unique_ptr<NetQp> q(new NetQp());
-  q->cfg_ = c;
-  q->self_ = self;
-  q->host_ = host;
-  q->done_ = std::move(done);
-  q->peer_ = link::UdpAddr{c.remote_ip, wire::kRoceV2Port};
-  q->env_ = std::make_unique<Env>(q.get());
-  auto t = link::UdpEndpoint::open(sender(c.local_ip, c.sport, c.qpn, link));
-  if (!t.is_ok()) {
-    UROCE_ERR("QP %u: cannot bind UDP [%s]:%u (%s)", c.qpn, link::to_string(c.local_ip).c_str(), c.sport,
-              strerror(t.err()));
-    return Status(t.err());
-  }
-  q->tx_ = std::move(t.value());
-  link::UdpEndpoint::Options rx = receiver(c.local_ip, link);
-  if (c.type != QpType::kUd) rx.connect_to = link::UdpAddr{c.remote_ip, c.peer_sport};
-  auto r = link::UdpEndpoint::open(rx);
-  if (!r.is_ok()) {
-    UROCE_ERR("QP %u: cannot bind UDP port %u (%s)", c.qpn, wire::kRoceV2Port, strerror(r.err()));
-    return Status(r.err());
-  }
-  q->rx_ = std::move(r.value());
-  transport::ResponderConfig rc = c.resp;
-  rc.pmtu = c.pmtu;
-  if (c.type == QpType::kUd)
-    q->ud_resp_ = std::make_unique<transport::UdResponder>(self.qp->qkey, q->env_.get());
-  else if (c.type == QpType::kUc)
-    q->uc_resp_ = std::make_unique<transport::UcResponder>(rc, q->env_.get());
-  else if (c.type == QpType::kRc || c.type == QpType::kXrcRecv) {
-    rc.xrc = c.type == QpType::kXrcRecv;
-    q->rc_resp_ = std::make_unique<transport::RcResponder>(rc, q->env_.get());
-  }  // (an XRC initiator has no receive side: requests to it are dropped)
-  if (NetCounters* k = c.counters) {
-    q->count_sender(q->tx_.get());
-    q->count_receiver(q->rx_.get());
-    if (q->ud_resp_) q->ud_resp_->count_into(&k->ud);
-    if (q->uc_resp_) q->uc_resp_->count_into(&k->uc);
-    if (q->rc_resp_) q->rc_resp_->count_into(&k->resp);
-  }
-  return q;
-}
+NetQp::NetQp() : env_(std::make_unique<Env>(this)) {}
 
 NetQp::~NetQp() {
   // What the QP's link did, for diagnosis (UROCE_LOG=info; `uroce stat`
   // shows the same while the QP lives).
-  if (!cfg_.counters || log_level() < LogLevel::kInfo) return;
+  if (!counters_ || log_level() < LogLevel::kInfo) return;
   std::string line;
   for (const CounterField& f : net_counter_fields())
-    if (const uint64_t v = counter_at(*cfg_.counters, f))
+    if (const uint64_t v = counter_at(*counters_, f))
       line += " " + std::string(f.name) + "=" + std::to_string(v);
-  UROCE_INFO("QP %u on UDP:%s", cfg_.qpn, line.c_str());
+  UROCE_INFO("QP %u on UDP:%s", qpn_, line.c_str());
 }
 
-Status NetQp::join(uint32_t group) {
-  // Every member of the host binds <group>:4791.
-  link::UdpEndpoint::Options o = receiver(link::IpAddr::v4(group), NetEngine::get().settings());
-  o.join_on = cfg_.local_ip.ip4();
-  if (!o.join_on) return Status(EINVAL);  // IPv4 groups only
-  auto r = link::UdpEndpoint::open(o);
-  if (!r.is_ok()) return Status(r.err());
-  if (Status st = NetEngine::get().add_socket(this, r.value().get(), true); !st.is_ok()) return st;
-  count_receiver(r.value().get());
-  groups_.push_back(Group{group, std::move(r.value())});
-  return Status::ok();
-}
-
-Status NetQp::add_address(const link::IpAddr& ip) {
-  const NetLinkSettings& link = NetEngine::get().settings();
-  auto t = link::UdpEndpoint::open(sender(ip, cfg_.sport, cfg_.qpn + 1, link));
-  if (!t.is_ok()) return Status(t.err());
-  auto r = link::UdpEndpoint::open(receiver(ip, link));
-  if (!r.is_ok()) return Status(r.err());
-  if (Status st = NetEngine::get().add_socket(this, r.value().get(), false); !st.is_ok()) return st;
-  std::lock_guard<AdaptiveLock> g(mu_);
-  count_sender(t.value().get());
-  count_receiver(r.value().get());
-  more_.push_back(Address{ip, std::move(t.value()), std::move(r.value())});
-  return Status::ok();
-}
-
-void NetQp::leave(uint32_t group) {
-  for (auto it = groups_.begin(); it != groups_.end(); ++it)
-    if (it->ip == group) {
-      NetEngine::get().remove_socket(it->rx.get());
-      groups_.erase(it);
-      return;
-    }
-}
-
-void NetQp::start_requester(const transport::RequesterConfig& c) {
-  Call call(this);
-  transport::RequesterConfig rc = c;
-  rc.pmtu = cfg_.pmtu;
-  rc.unreliable = cfg_.type == QpType::kUc;
-  rc.xrc = cfg_.type == QpType::kXrcSend;
-  req_ = std::make_unique<transport::RcRequester>(rc, env_.get());
-  if (cfg_.counters) req_->count_into(&cfg_.counters->req);
-}
-
-void NetQp::count_sender(link::UdpEndpoint* e) {
-  if (NetCounters* k = cfg_.counters) e->count_into(&k->udp, &k->id, &k->faults);
-}
-
-void NetQp::count_receiver(link::UdpEndpoint* e) {
-  // (A receiving socket sends nothing: its fault injector never runs.)
-  if (NetCounters* k = cfg_.counters) e->count_into(&k->udp, &k->id, &k->faults);
-}
-
-void NetQp::drain(bool on, std::function<void()> drained) {
-  Call call(this);
-  drained_ = std::move(drained);
-  if (req_ && !flushed_) req_->drain(on, fast_now_ns());
-}
-
-void NetQp::post(transport::SqWqe&& w) {
-  Call call(this);
-  if (!req_ || flushed_) {
-    w.signaled = true;
-    done_(w, WcStatus::kWrFlushErr, 0);
-  } else {
-    // The request first: it is what the peer waits for (a ping-pong's
-    // reply); the held ACK (responder's, other direction) right after.
-    const bool held = ack_held_;
-    ack_held_ = false;  // the requester's packets must not send it first
-    req_->post(std::move(w), fast_now_ns());
-    if (held) transmit(held_ack_);
+void NetQp::make_responder() {
+  transport::ResponderConfig rc = resp_cfg_;
+  rc.pmtu = pmtu_;
+  if (type_ == QpType::kUd)
+    ud_resp_ = std::make_unique<transport::UdResponder>(self_.qp->qkey, env_.get());
+  else if (type_ == QpType::kUc)
+    uc_resp_ = std::make_unique<transport::UcResponder>(rc, env_.get());
+  else if (type_ == QpType::kRc || type_ == QpType::kXrcRecv) {
+    rc.xrc = type_ == QpType::kXrcRecv;
+    rc_resp_ = std::make_unique<transport::RcResponder>(rc, env_.get());
+  }  // (an XRC initiator has no receive side: requests to it are dropped)
+  if (NetCounters* k = counters_) {
+    if (ud_resp_) ud_resp_->count_into(&k->ud);
+    if (uc_resp_) uc_resp_->count_into(&k->uc);
+    if (rc_resp_) rc_resp_->count_into(&k->resp);
   }
 }
 
-bool NetQp::send_ud(const link::IpAddr& dst, const link::IpAddr& src, uint32_t dest_qpn, uint32_t qkey,
-                    bool has_imm, uint32_t imm, bool solicited, std::span<const uint8_t> payload) {
-  wire::Packet p;
-  p.bth.opcode = wire::opcode(wire::Service::kUd, has_imm ? wire::kSendOnlyImm : wire::kSendOnly);
-  p.bth.dest_qp = dest_qpn;
-  p.bth.solicited = solicited;
+void NetQp::start(const QpModifyArgs& a) {
+  // UD sends complete as they go out; an XRC target QP has no send queue.
+  if (type_ == QpType::kUd || type_ == QpType::kXrcRecv) return;
+  Call call(this);
+  transport::RequesterConfig rc;
+  rc.dest_qp = a.dest_qpn;
+  rc.sq_psn = a.sq_psn;
+  rc.timeout_ns = ack_timeout_ns(a.timeout);
+  rc.retry_cnt = a.retry_cnt;
+  rc.rnr_retry = a.rnr_retry;
+  rc.max_rd_atomic = a.max_rd_atomic ? a.max_rd_atomic : 1;
+  rc.pmtu = pmtu_;
+  rc.unreliable = type_ == QpType::kUc;
+  rc.xrc = type_ == QpType::kXrcSend;
+  req_ = std::make_unique<transport::RcRequester>(rc, env_.get());
+  if (counters_) req_->count_into(&counters_->req);
+}
+
+void NetQp::complete(const transport::SqWqe& w, WcStatus st, uint32_t byte_len) {
+  const bool ok = st == WcStatus::kSuccess;
+  owner_->completed(w.wr_id, wc_opcode_of(w.kind), st, ok ? byte_len : 0, w.signaled || !ok, &unsignaled_);
+}
+
+void NetQp::post(const SendWqe& w) {
+  if (type_ == QpType::kUd) {
+    post_ud(w);
+    return;
+  }
+  iovec loc[kLimits.max_sge];
+  size_t nl = 0;
+  uint64_t len = 0;
+  transport::SqWqe q;
+  q.wr_id = w.wr_id;
+  q.kind = msg_kind_of(w.opcode);
+  q.signaled = w.flags & send_flags::kSignaled;
+  q.solicited = w.flags & send_flags::kSolicited;
+  q.fence = w.flags & send_flags::kFence;
+  q.xrc_srqn = w.xrc_srqn;
+  const QpState st = QpState(self_.qp->state.load(std::memory_order_acquire));
+  if (st == QpState::kErr || st == QpState::kSqe) {
+    Call call(this);
+    q.signaled = true;
+    complete(q, WcStatus::kWrFlushErr, 0);
+    return;
+  }
+  // A local operation acts on the MR table at once and completes in order
+  // behind what is in flight (RcRequester queues it without packets).
+  const WcStatus ls =
+      transport::is_local(q.kind) ? owner_->local_op(w) : owner_->check_local(w, loc, &nl, &len);
+  if (ls != WcStatus::kSuccess) {
+    // A local error completes at once and the QP goes to ERR (IBA 10.8.3.2).
+    Call call(this);
+    q.signaled = true;
+    complete(q, ls, 0);
+    stop();
+    if (req_ && !req_->failed()) req_->flush();
+    req_failed_ = true;  // the owner hears at the end of the call
+    return;
+  }
+  q.len = uint32_t(len);
+  if (w.flags & send_flags::kInline) {
+    // Inline data belongs to the caller only during the call: keep a copy.
+    q.owned.resize(len);
+    iov_read({loc, nl}, 0, len, q.owned.data());
+  } else {
+    q.local.assign(loc, loc + nl);
+  }
+  q.remote_va = w.remote_addr;
+  q.rkey = w.rkey;
+  if (q.kind == transport::MsgKind::kSendInv)
+    q.inv_rkey = w.imm;
+  else
+    q.imm = w.imm;
+  q.compare_add = w.compare_add;
+  q.swap = w.swap;
+  NetEngine& e = NetEngine::get();
+  e.app_posts();
+  {
+    Call call(this);
+    if (!req_ || flushed_) {
+      q.signaled = true;
+      complete(q, WcStatus::kWrFlushErr, 0);
+    } else {
+      // The request first: it is what the peer waits for (a ping-pong's
+      // reply); the held ACK (responder's, other direction) right after.
+      const bool held = ack_held_;
+      ack_held_ = false;  // the requester's packets must not send it first
+      req_->post(std::move(q), fast_now_ns());
+      if (held) transmit(held_ack_);
+    }
+  }
+  e.kick(next_deadline());
+}
+
+bool NetQp::takes(const AddressVector& av) {
+  return ud_dest_remote(*dev_, av, &ud_dst_cache_ip_, &ud_dst_cache_remote_);
+}
+
+void NetQp::post_ud(const SendWqe& w) {
+  transport::SqWqe q;
+  q.wr_id = w.wr_id;
+  q.kind = msg_kind_of(w.opcode);
+  q.signaled = w.flags & send_flags::kSignaled;
+  iovec loc[kLimits.max_sge];
+  size_t nl = 0;
+  uint64_t len = 0;
+  const QpState st = QpState(self_.qp->state.load(std::memory_order_acquire));
+  WcStatus ls = st == QpState::kErr || st == QpState::kSqe ? WcStatus::kWrFlushErr
+                                                           : owner_->check_local(w, loc, &nl, &len);
+  uint8_t buf[kMaxUdPayload];
+  if (ls == WcStatus::kSuccess && len > sizeof(buf)) ls = WcStatus::kLocLenErr;
   std::lock_guard<AdaptiveLock> g(mu_);
+  if (ls != WcStatus::kSuccess) {
+    complete(q, ls, 0);
+    if (ls != WcStatus::kWrFlushErr)
+      owner_->failed(QpFailure{false, AsyncEvent::kQpFatal, "error completion"});
+    return;
+  }
+  iov_read({loc, nl}, 0, len, buf);
+  const link::IpAddr dst = link::IpAddr::of_gid(w.av->dgid, dev_->ifindex);  // takes() checked it
+  link::IpAddr src;
+  if (w.av->sgid_index < dev_->num_gids)
+    src = link::IpAddr::of_gid(dev_->gids[w.av->sgid_index], dev_->ifindex);
   // The work request's source address, else the first of dst's family.
   auto fits = [&dst](const link::IpAddr& a) { return a.is_v4() == dst.is_v4(); };
   link::UdpEndpoint* tx = nullptr;
   if (fits(src)) {
-    if (cfg_.local_ip == src) tx = tx_.get();
+    if (local_ip_ == src) tx = tx_.get();
     for (const Address& a : more_)
       if (a.ip == src) tx = a.tx.get();
   }
-  if (!tx && fits(cfg_.local_ip)) tx = tx_.get();
+  if (!tx && fits(local_ip_)) tx = tx_.get();
   for (const Address& a : more_)
     if (!tx && fits(a.ip)) tx = a.tx.get();
-  if (!tx) return false;
-  p.bth.psn = ud_psn_;
-  ud_psn_ = (ud_psn_ + 1) & 0xffffff;
-  p.qkey = qkey;
-  p.src_qp = cfg_.qpn;
-  p.imm = imm;
-  p.payload = payload;
-  (void)tx->send(p, link::UdpAddr{dst, wire::kRoceV2Port});  // failures are counted in its stats
-  return true;
+  // No address of the destination's family: the datagram is lost, as on a
+  // port without such a GID (the send still completes: UD has no ACKs).
+  if (tx) {
+    wire::Packet p;
+    p.bth.opcode = wire::opcode(wire::Service::kUd,
+                                w.opcode == WrOpcode::kSendWithImm ? wire::kSendOnlyImm : wire::kSendOnly);
+    p.bth.dest_qp = w.remote_qpn;
+    p.bth.solicited = w.flags & send_flags::kSolicited;
+    p.bth.psn = ud_psn_;
+    ud_psn_ = (ud_psn_ + 1) & 0xffffff;
+    p.qkey = ud_send_qkey(w.remote_qkey, self_.qp->qkey);
+    p.src_qp = qpn_;
+    p.imm = w.imm;
+    p.payload = {buf, size_t(len)};
+    (void)tx->send(p, link::UdpAddr{dst, wire::kRoceV2Port});  // failures are counted in its stats
+  }
+  complete(q, WcStatus::kSuccess, uint32_t(len));
 }
 
 void NetQp::on_packet(const wire::Packet& p, const link::UdpAddr& from, const link::UdpAddr& to) {
-  if (tracing()) trace_packet(cfg_.qpn, false, p);
+  if (tracing()) trace_packet(qpn_, false, p);
   Call call(this);
   if (flushed_) return;
   const QpState st = QpState(self_.qp->state.load(std::memory_order_acquire));
@@ -411,25 +424,24 @@ void NetQp::on_timer(uint64_t now) {
 void NetQp::flush() {
   Call call(this);
   if (flushed_) return;
+  stop();
+  if (req_) req_->flush();
+}
+
+void NetQp::drain(bool on) {
+  Call call(this);
+  if (req_ && !flushed_)
+    req_->drain(on, fast_now_ns());
+  else if (on)
+    owner_->drained();  // nothing is in flight (UD sends complete as they leave)
+}
+
+void NetQp::stop() {
   // The ACK of what was executed leaves first, as a NIC's leaves on receipt:
   // a peer that learns of the teardown (rdma_cm's DREQ) before it would see
   // its last SEND flushed although it arrived.
   send_held_ack();
   flushed_ = true;
-  if (req_) req_->flush();
-}
-
-NetQp::Last NetQp::release_for_linger() {
-  std::lock_guard<AdaptiveLock> g(mu_);
-  Last l;
-  if (!rc_resp_ || rc_resp_->epsn() == cfg_.resp.epsn) return l;
-  l.any = true;
-  l.dest_qpn = cfg_.resp.dest_qp;
-  l.epsn = rc_resp_->epsn();
-  l.msn = rc_resp_->msn();
-  l.sport = cfg_.sport;
-  l.rx_fd = rx_->fd();
-  return l;
 }
 
 void NetQp::flush_link() {
@@ -469,38 +481,8 @@ void NetQp::transmit(wire::Packet& p) {
     (void)tx_->send(p, peer_);
     return;
   }
-  (void)xdp_->send(p, local_, peer_, peer_mac_.b, cfg_.counters ? &cfg_.counters->xdp : nullptr);
+  (void)xdp_->send(p, local_, peer_, peer_mac_.b, counters_ ? &counters_->xdp : nullptr);
   if (!calls_) xdp_->flush();  // outside a call nothing else would send it
-}
-
-void NetQp::use_xdp(link::XdpPort* port, const link::Mac& peer_mac) {
-  std::lock_guard<AdaptiveLock> g(mu_);
-  xdp_ = port;
-  peer_mac_ = peer_mac;
-  local_ = link::UdpAddr{cfg_.local_ip, cfg_.sport};
-}
-
-void NetQp::to_error(bool async, AsyncEvent ev) {
-  if (async) {
-    target_error(self_, ev);  // ERR, receives flushed, the event raised
-  } else {
-    uint32_t s = self_.qp->state.load(std::memory_order_acquire);
-    while (s != uint32_t(QpState::kErr) &&
-           !self_.qp->state.compare_exchange_weak(s, uint32_t(QpState::kErr), std::memory_order_acq_rel)) {
-    }
-    // The requester completes its failed WQE next (RequesterEnv::qp_error
-    // comes first): the receives flush after that completion, so a CQ that
-    // both queues share shows the error before the flushes, as hardware
-    // orders them (a program that stops at the first bad completion sees
-    // the cause, not a flush).
-    flush_rq_due_ = true;
-  }
-  // What the requester still holds ends with WR_FLUSH_ERR (it completed
-  // the failing WQE itself); the responder answers nothing any more, once
-  // the ACK of what it executed is out (as in flush()).
-  send_held_ack();
-  flushed_ = true;
-  if (req_ && !req_->failed()) req_->flush();
 }
 
 }  // namespace uroce::core

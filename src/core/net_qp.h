@@ -1,8 +1,11 @@
-// A QP on the network link (RoCE v2 over UDP): the RC requester and
+// The network link's engine of one QP (RoCE v2): the RC requester and
 // responder state machines (or UC's, or UD's receive side) bound to the
-// QP's own memory, receive queue and CQs, and to its UDP sockets. The owning process runs
-// it: packets and timers come from the NetEngine thread, or from the
-// application's thread while it polls a CQ; posts from ibv_post_send.
+// QP's shared state (its receive queue or SRQ, CQ and MR table, through the
+// target-side helpers of core/target.h) and to its UDP sockets or its
+// process's AF_XDP port. It reports to its QP through QpOwner only
+// (core/link_engine.h). The owning process runs it: packets and timers
+// come from the NetEngine thread, or from the application's thread while
+// it polls a CQ; posts from ibv_post_send.
 //
 // A flow has one UDP source port, the same both ways (udp_sport). Each QP
 // sends from an unconnected socket bound to <local IP>:<sport> (Linux gives
@@ -13,20 +16,22 @@
 // QP"). A UD QP receives on an unconnected socket bound to <local IP>:4791
 // (any sender; a datagram for another process's UD QP is delivered to it by
 // core/ud_forward.h) and sends each datagram to the address its AH names.
+// Opening, starting and closing: core/net_qp_open.cc.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
-#include <functional>
 #include <memory>
-#include <mutex>
 #include <vector>
 
 #include "common/adaptive_lock.h"
-#include "common/spin_lock.h"
 #include "common/status.h"
+#include "core/control_client.h"
 #include "core/counters.h"
+#include "core/device_info.h"
+#include "core/link_engine.h"
 #include "core/peer_map.h"
+#include "core/qp_state.h"
 #include "core/types.h"
 #include "link/neighbor.h"
 #include "link/udp_link.h"
@@ -57,49 +62,49 @@ struct NetLinkSettings {
   XdpUse xdp = XdpUse::kWhenLent;             // UROCE_LINK_XDP
 };
 
-class NetQp {
+class NetQp final : public LinkEngine {
  public:
-  struct Config {
-    core::QpType type = core::QpType::kRc;  // kRc, kUc or kUd
+  /// What the QP brings to its move to RTR.
+  struct Setup {
+    QpType type = QpType::kRc;
     uint32_t qpn = 0;
-    link::IpAddr local_ip, remote_ip;  // IPv4 or IPv6, one family (UD: no remote)
-    uint16_t sport = 0;                // this QP's source port
-    uint16_t peer_sport = 0;           // the peer's (the same, except between two QPs of one host)
-    uint32_t pmtu = 1024;
-    transport::ResponderConfig resp;
-    /// Where the QP's link and machines count (core/counters.h), or null.
-    core::NetCounters* counters = nullptr;
+    const DeviceInfo* dev = nullptr;
+    ControlClient* ctl = nullptr;
+    HostShm* host = nullptr;
+    /// Its attributes (the AV, destination QPN, PSNs, MTU, responder's).
+    const QpModifyArgs* attr = nullptr;
+    /// Its own shared state, as the target-side helpers take it.
+    PeerQp self;
+    /// Where its link and machines count (core/counters.h), or null.
+    NetCounters* counters = nullptr;
+    /// UD: the multicast groups it is attached to (IPv4, network order).
+    const std::vector<uint32_t>* groups = nullptr;
   };
-  /// The owner's side of a send completion (it knows the CQ and the
-  /// unsignaled bookkeeping); runs under the NetQp's lock.
-  using SendDone = std::function<void(const transport::SqWqe&, core::WcStatus, uint32_t byte_len)>;
+  /// Opens the QP's sockets (and, RC and UC, its AF_XDP route when the
+  /// process has a port there), its responder, and registers it with the
+  /// process's NetEngine. Errno on failure.
+  static Result<std::unique_ptr<NetQp>> open(const Setup& s, QpOwner* owner);
+  ~NetQp() override;
 
-  /// `self` is the QP's own shared state as PeerMap resolves it (receive
-  /// queue or SRQ, CQ, MR table: the same helpers the intra-host link uses).
-  static Result<std::unique_ptr<NetQp>> open(const Config& c, const core::PeerQp& self, core::HostShm* host,
-                                             const NetLinkSettings& link, SendDone done);
-  ~NetQp();
+  /// RTR -> RTS: the send side starts (RC, UC, XRC initiators).
+  void start(const QpModifyArgs& a);
+  /// The QP leaves the network link (RESET, destroy): the engine stops
+  /// touching it; what it held back leaves; if its responder executed
+  /// anything and `linger`, uroced answers the peer's retransmissions for
+  /// a while (daemon/linger.h). Before the destructor.
+  void close(bool linger);
 
-  /// From now on the QP's packets leave as frames through `port` (the
-  /// process's AF_XDP port on the QP's interface: docs/afxdp-link.md) to
-  /// the neighbour `peer_mac`, instead of through its UDP socket. Before
-  /// anything is sent (at RTR).
-  void use_xdp(link::XdpPort* port, const link::Mac& peer_mac);
-  /// Whether its packets go through an AF_XDP port (use_xdp; no lock: set once, before the engine reads it).
-  bool on_xdp() const { return xdp_ != nullptr; }
+  // LinkEngine
+  void post(const SendWqe& w) override;
+  void flush() override;
+  void drain(bool on) override;
 
-  /// RTR -> RTS: the send side starts.
-  void start_requester(const transport::RequesterConfig& c);
-  /// RTS -> SQD (`on`) and back: WQEs not begun wait; `drained` runs once
-  /// every WQE that had begun is complete (under the NetQp's lock).
-  void drain(bool on, std::function<void()> drained = {});
-  /// Queues a WQE (the caller checked its local keys).
-  void post(transport::SqWqe&& w);
-  /// UD: one datagram to `dst`, complete at once (UD has no ACKs); from
-  /// `src` if the QP has that address (add_address), else from its first
-  /// address of `dst`'s family. Returns false if it has none.
-  bool send_ud(const link::IpAddr& dst, const link::IpAddr& src, uint32_t dest_qpn, uint32_t qkey,
-               bool has_imm, uint32_t imm, bool solicited, std::span<const uint8_t> payload);
+  /// UD: whether a datagram to `av` goes out here (its destination is not
+  /// on this host) rather than on the intra-host link. Under the QP's send lock.
+  bool takes(const AddressVector& av);
+  /// How its packets travel (QpShm::link).
+  QpLink link() const { return xdp_ ? QpLink::kXdp : QpLink::kUdp; }
+
   /// One packet whose destination QP is this one, with the addresses it
   /// travelled between. A plain ACK it causes is held (coalesced with the
   /// ones before: one per QP) until flush_acks: the engine sends them after
@@ -110,9 +115,6 @@ class NetQp {
   void on_timer(uint64_t now_ns);
   /// When on_timer is due next (UINT64_MAX: never); no lock.
   uint64_t next_deadline() const { return deadline_.load(std::memory_order_relaxed); }
-  /// ibv_modify_qp to ERR: outstanding WQEs complete with WR_FLUSH_ERR and
-  /// nothing is answered any more.
-  void flush();
   /// Sends what the fault injector holds back (the engine calls it when idle).
   void flush_link();
   /// Sends the acknowledgement on_packet held back, if any, if it was held
@@ -121,10 +123,12 @@ class NetQp {
   /// Counts a packet an AF_XDP port received for this QP (NetCounters::xdp;
   /// the engine's round, run_mu_ held: one writer at a time).
   void count_xdp_received(const wire::Packet& p) {
-    if (!cfg_.counters) return;
-    ++cfg_.counters->xdp.received;
-    cfg_.counters->xdp.received_bytes += wire::encoded_size(p) + wire::kIcrcBytes;
+    if (!counters_) return;
+    ++counters_->xdp.received;
+    counters_->xdp.received_bytes += wire::encoded_size(p) + wire::kIcrcBytes;
   }
+  /// Whether its packets go through an AF_XDP port (no lock: set at open).
+  bool on_xdp() const { return xdp_ != nullptr; }
 
   /// UD: receives the datagrams sent to IPv4 multicast group `group`
   /// (network order) from now on, through a socket of its own that joined
@@ -132,47 +136,57 @@ class NetQp {
   Status join(uint32_t group);
   /// Stops receiving `group`'s datagrams (ibv_detach_mcast).
   void leave(uint32_t group);
-  /// UD: also receives at, and can send from, `ip` (another of the
-  /// device's addresses, e.g. its IPv6 ones beside `Config::local_ip`).
-  Status add_address(const link::IpAddr& ip);
 
-  uint32_t qpn() const { return cfg_.qpn; }
-  /// RC, for uroced's linger (daemon/linger.h): whether the responder
-  /// executed anything, and where it stands. Takes the receive socket.
-  struct Last {
-    bool any = false;
-    uint32_t dest_qpn = 0, epsn = 0, msn = 0;
-    uint16_t sport = 0;
-    int rx_fd = -1;
-  };
-  Last release_for_linger();
+  uint32_t qpn() const { return qpn_; }
   link::UdpEndpoint& rx() { return *rx_; }
 
  private:
-  /// Points a socket's counters at the QP's NetCounters, if it has them.
-  void count_sender(link::UdpEndpoint* e);
-  void count_receiver(link::UdpEndpoint* e);
   class Env;
   class Call;
-  NetQp() = default;
+  static constexpr size_t kMaxUdPayload = 4096;
+  NetQp();
+  /// The responder the QP's type has (open, after the sockets).
+  void make_responder();
+  /// The sockets and responder (open's first part).
+  Status open_sockets(const Setup& s);
+  /// After the sockets (RC, UC): the QP's frames go through the process's
+  /// AF_XDP port on its interface if it has one and the kernel knows the
+  /// peer's neighbour (docs/afxdp-link.md); else its UDP socket stays, or
+  /// with UROCE_LINK_XDP=require, EOPNOTSUPP.
+  Status route_xdp(const Setup& s);
+  /// UD: also receives at, and can send from, `ip` (another of the
+  /// device's addresses, e.g. its IPv6 ones beside the first).
+  Status add_address(const link::IpAddr& ip);
+  /// Points a socket's counters at the QP's NetCounters, if it has them.
+  void count(link::UdpEndpoint* e);
+  void post_ud(const SendWqe& w);
+  /// A send WQE is done: reported to the owner (under mu_).
+  void complete(const transport::SqWqe& w, WcStatus st, uint32_t byte_len);
   void send(wire::Packet& p);
   /// Sends `p` through the QP's UDP socket, or its AF_XDP port.
   void transmit(wire::Packet& p);
   /// Sends the ACK on_packet held back, if any (caller holds mu_).
   void send_held_ack();
-  /// A requester or responder error: the QP goes to ERR (receives flushed;
-  /// `async` also raises the event at the owner). A requester's error
-  /// flushes the receives only after its error completion (flush_rq_due_).
-  void to_error(bool async, AsyncEvent ev);
+  /// Nothing more is sent or answered, once the ACK of what the responder
+  /// executed is out (caller holds mu_).
+  void stop();
 
-  Config cfg_;
-  core::PeerQp self_;
-  core::HostShm* host_ = nullptr;
-  SendDone done_;
+  QpOwner* owner_ = nullptr;
+  QpType type_ = QpType::kRc;
+  uint32_t qpn_ = 0;
+  const DeviceInfo* dev_ = nullptr;
+  ControlClient* ctl_ = nullptr;
+  PeerQp self_;
+  HostShm* host_ = nullptr;
+  NetCounters* counters_ = nullptr;
+  uint32_t pmtu_ = 1024;
+  transport::ResponderConfig resp_cfg_;  // as opened (the linger hand-off compares against it)
+  uint16_t sport_ = 0;
+  link::IpAddr local_ip_;
   // Everything below. Not a spin lock: the sends of a call leave under it
   // (system calls); not std::mutex either: the application and the engine
   // thread meet here on one core (common/adaptive_lock.h). Lock order:
-  // core/qp.h (Qp::sq_mu_).
+  // docs/threads.md.
   AdaptiveLock mu_;
   std::unique_ptr<Env> env_;
   std::unique_ptr<link::UdpEndpoint> tx_, rx_;
@@ -192,14 +206,16 @@ class NetQp {
   std::unique_ptr<transport::UcResponder> uc_resp_;
   std::unique_ptr<transport::UdResponder> ud_resp_;
   bool flushed_ = false;
-  bool flush_rq_due_ = false;     // see to_error
+  bool req_failed_ = false;       // the requester failed in this call: the owner hears at its end
   bool in_packet_ = false;        // inside on_packet: plain ACKs are held
   int calls_ = 0;                 // Calls open (the AF_XDP port's frames leave when the last ends)
-  link::XdpPort* xdp_ = nullptr;  // see use_xdp
+  link::XdpPort* xdp_ = nullptr;  // set at open
   link::Mac peer_mac_;
   link::UdpAddr local_;
-  std::function<void()> drained_;      // see drain()
-  uint32_t ud_psn_ = 0;                // UD: PSNs carry no meaning, but count up as on hardware
+  uint32_t unsignaled_ = 0;       // WQEs completed unsignaled since the last completion
+  uint32_t ud_psn_ = 0;           // UD: PSNs carry no meaning, but count up as on hardware
+  link::IpAddr ud_dst_cache_ip_;  // takes(): the last UD destination looked at (QP's send lock)
+  bool ud_dst_cache_remote_ = false;
   std::atomic<bool> ack_held_{false};  // also read without the lock (flush_acks)
   std::atomic<uint64_t> deadline_{UINT64_MAX};
   uint64_t ack_held_since_ = 0;

@@ -11,6 +11,7 @@
 #include "core/limits.h"
 #include "core/net_engine.h"
 #include "core/net_qp.h"
+#include "core/net_route.h"
 #include "core/notify.h"
 #include "core/peer_map.h"
 #include "core/qp_state.h"
@@ -134,8 +135,10 @@ Result<std::unique_ptr<Qp>> Qp::create(Context* ctx, const QpCreateArgs& a) {
   if (a.send_cq) a.send_cq->refs++;
   if (a.recv_cq) a.recv_cq->refs++;
   if (a.srq) a.srq->refs++;
-  q->attr_.state = QpState::kReset;
   q->attr_.cap = q->cap_;
+  if (!xrc_tgt)
+    q->shm_engine_ = std::make_unique<ShmEngine>(ctx, static_cast<QpOwner&>(*q), q->sq_mu_, q->attr_,
+                                                 q->type_, q->qpn_, q->shm_);
   return q;
 }
 
@@ -150,7 +153,6 @@ Result<std::unique_ptr<Qp>> Qp::open_xrc_target(Context* ctx, uint32_t qpn, uint
   q->opened_from_ = p->seg;
   q->qpn_ = qpn;
   q->type_ = QpType::kXrcRecv;
-  q->attr_.state = q->state();
   q->attr_.access_flags = p->qp->access_flags;
   q->attr_.min_rnr_timer = uint8_t(p->qp->min_rnr_timer);
   q->attr_.dest_qpn = p->qp->dest_qpn;
@@ -166,7 +168,7 @@ bool Qp::exists() const {
 Qp::~Qp() {
   if (opened_from_) return;  // a handle from ibv_open_qp owns nothing
   net_close();
-  Service::get().remove_qp(this);
+  if (shm_engine_) Service::get().remove(shm_engine_.get());
   if (local_id_) slot(local_id_).store(nullptr, std::memory_order_release);
   if (shm_) {
     shm_->state.store(uint32_t(QpState::kReset));
@@ -241,10 +243,11 @@ Status Qp::modify(const QpModifyArgs& a, uint32_t mask) {
   if (mask & kDestQpn) {
     attr_.dest_qpn = a.dest_qpn;
     shm_->dest_qpn = a.dest_qpn;
-    peer_ = PeerQp{};
+    if (shm_engine_) shm_engine_->forget_peer();
   }
   if (mask & kEnSqdAsyncNotify) attr_.en_sqd_async_notify = a.en_sqd_async_notify;
-  if (next == QpState::kRtr && cur == QpState::kInit && wants_network()) {
+  if (next == QpState::kRtr && cur == QpState::kInit &&
+      wants_network(ctx_->dev(), type_, attr_.av, qpn_, attr_.dest_qpn, ctx_->ctl())) {
     if (Status s = net_open(); !s.is_ok()) return s;
     if (eager_place_ >= 0) {
       // Its messages come over the network: the ring is closed for good.
@@ -254,7 +257,6 @@ Status Qp::modify(const QpModifyArgs& a, uint32_t mask) {
       eager_place_ = -1;
     }
   }
-  attr_.state = next;
   if (tracing())
     trace(qpn_, "state %s -> %s%s", qp_state_name(cur), qp_state_name(next), net_ ? " (network link)" : "");
   if (next == cur) return Status::ok();
@@ -262,7 +264,8 @@ Status Qp::modify(const QpModifyArgs& a, uint32_t mask) {
     net_close();
     // Back to a clean queue: drop posted receives, deferred sends and the
     // completions still queued for this QP silently.
-    deferred_.clear();
+    if (shm_engine_) shm_engine_->reset();
+    last_wqe_raised_.store(false, std::memory_order_relaxed);
     if (send_cq_) send_cq_->purge_qp(qpn_);
     if (recv_cq_ && recv_cq_ != send_cq_) recv_cq_->purge_qp(qpn_);
     if (rq_ && !srq_) {
@@ -280,40 +283,22 @@ Status Qp::modify(const QpModifyArgs& a, uint32_t mask) {
       if (eager_place_ >= 0) recv_cq_->eager_reset(eager_place_, tail);
     }
     sq_posted_.store(sq_retired_.load(std::memory_order_relaxed), std::memory_order_relaxed);
-    unsignaled_ = 0;
-    peer_ = PeerQp{};
   }
+  // The one store of a transition ibv_modify_qp asks for (an error's move
+  // to ERR is qp_enter_error's: to_error).
   shm_->state.store(uint32_t(next), std::memory_order_release);
-  if (net_ && next == QpState::kRts && cur == QpState::kRtr) net_start_requester();
-  if (net_ && next == QpState::kErr) net_->flush();
-  if (next == QpState::kErr) {
-    flush_sq_st();
-    flush_rq();
+  if (net_ && next == QpState::kRts && cur == QpState::kRtr) net_->start(attr_);
+  if (next == QpState::kErr) flush_all();
+  if (next == QpState::kSqd && cur != QpState::kSqd) {
+    // What had begun finishes (a network requester's ACKs may be on the
+    // way) and the engine says when; new work waits.
+    sqd_notify_.store(attr_.en_sqd_async_notify != 0, std::memory_order_relaxed);
+    if (shm_engine_)
+      send_engine().drain(true);
+    else
+      drained();  // an XRC target QP sends nothing
   }
-  if (next == QpState::kRts && cur == QpState::kSqd && !deferred_.empty()) {
-    // Work held while drained resumes.
-    wants_service_.store(true, std::memory_order_release);
-    Service::get().add_deferred(this);
-  }
-  if (net_ && next == QpState::kSqd && cur != QpState::kSqd) {
-    // The network requester finishes what had begun (ACKs may be on the
-    // way) and says when; new work waits.
-    std::function<void()> told;
-    if (attr_.en_sqd_async_notify) {
-      const uint64_t handle = shm_->user_handle;
-      const uint32_t async_id = ctx_->async_id();
-      told = [handle, async_id] {
-        NotifyMsg m{kNotifyAsync, uint32_t(AsyncEvent::kSqDrained), handle};
-        notify_post(getpid(), async_id, m);
-      };
-    }
-    net_->drain(true, std::move(told));
-  } else if (next == QpState::kSqd && attr_.en_sqd_async_notify) {
-    // Work executes synchronously or waits deferred; with nothing in flight the SQ is drained.
-    NotifyMsg m{kNotifyAsync, uint32_t(AsyncEvent::kSqDrained), shm_->user_handle};
-    notify_post(getpid(), ctx_->async_id(), m);
-  }
-  if (net_ && next == QpState::kRts && cur == QpState::kSqd) net_->drain(false);
+  if (next == QpState::kRts && cur == QpState::kSqd && shm_engine_) send_engine().drain(false);
   return Status::ok();
 }
 
@@ -329,112 +314,19 @@ QpModifyArgs Qp::query() const {
   return a;
 }
 
-Status Qp::post_recv(uint64_t wr_id, const Sge* sge, uint32_t num_sge) {
-  if (tracing()) {
-    uint64_t len = 0;
-    for (uint32_t i = 0; i < num_sge; ++i) len += sge[i].length;
-    trace(qpn_, "post_recv wr_id=%llu len=%llu", (unsigned long long)wr_id, (unsigned long long)len);
-  }
-  if (srq_ || !rq_) return Status(EINVAL);
-  if (num_sge > cap_.max_recv_sge) return Status(EINVAL);
-  QpState s = state();
-  if (s == QpState::kReset) return Status(EINVAL);
-  NetEngine::catch_up();
-  std::lock_guard<SpinLock> g(rq_mu_);
-  const std::atomic<uint64_t>* done = nullptr;
-  if (eager_place_ >= 0) {
-    if (eager_limit_) eager_vouch(sge, num_sge);
-    done = recv_cq_->eager_done(eager_place_);
-  }
-  if (!rq_post(ctx_->seg().base(), rq_, wr_id, sge, num_sge, &rq_head_seen_, &ctx_->seg().bound(), done)) {
-    if (!ctx_->seg().bound().corrupt.load(std::memory_order_relaxed)) return Status(ENOMEM);
-    ctx_->own_segment_corrupt();
-    return Status(EIO);
-  }
-  if (s == QpState::kErr) flush_rq();
-  return Status::ok();
-}
-
-void Qp::flush_rq() {
-  if (!rq_) return;  // XRC: no receive queue of its own
-  if (srq_) {
-    if (type_ != QpType::kUd) {
-      NotifyMsg m{kNotifyAsync, uint32_t(AsyncEvent::kQpLastWqeReached), shm_->user_handle};
-      notify_post(getpid(), ctx_->async_id(), m);
-    }
-    return;
-  }
-  ClaimedRecv r;
-  uint64_t left;
-  while (rq_claim(ctx_->seg().base(), rq_, &r, &left, nullptr, &ctx_->seg().bound())) {
-    Cqe c{};
-    c.wr_id = r.wr_id;
-    c.status = uint32_t(WcStatus::kWrFlushErr);
-    c.opcode = uint32_t(WcOpcode::kRecv);
-    c.qp_num = qpn_;
-    if (tracing()) trace(qpn_, "recv completion wr_id=%llu WR_FLUSH_ERR", (unsigned long long)r.wr_id);
-    recv_cq_->push_local(c, true);
+void Qp::to_error(const QpFailure& f) {
+  const bool moved = qp_enter_error(*shm_);
+  if (moved && tracing()) trace(qpn_, "state -> ERR (%s)", f.why);
+  flush_rq();
+  if (moved && f.responder) {
+    NotifyMsg m{kNotifyAsync, uint32_t(f.event), shm_->user_handle};
+    notify_post(getpid(), ctx_->async_id(), m);
   }
 }
 
-void Qp::eager_create() {
-  if (!eager_enabled()) return;
-  const uint32_t records = eager_ring_records(cap_.max_recv_wr);
-  auto off = ctx_->seg().alloc(eager_ring_bytes(records));
-  if (!off.is_ok()) return;  // the usual delivery serves it
-  auto* r = ctx_->seg().at<EagerRing>(off.value());
-  memset(static_cast<void*>(r), 0, eager_ring_bytes(records));
-  r->size = records;
-  eager_limit_ = kEagerPayload + 1;
-  r->limit.store(eager_limit_, std::memory_order_relaxed);
-  eager_place_ = recv_cq_->eager_attach(r, records, this, shm_, rq_, qpn_);
-  if (eager_place_ < 0) {  // the CQ serves enough rings already
-    ctx_->seg().free(off.value(), eager_ring_bytes(records));
-    return;
-  }
-  eager_ = r;
-  eager_off_ = off.value();
-  eager_bytes_ = eager_ring_bytes(records);
-  shm_->eager_off = eager_off_;
-}
-
-void Qp::eager_vouch(const Sge* sge, uint32_t num_sge) {
-  uint64_t cap = 0;
-  bool keys_ok = true;
-  for (uint32_t i = 0; i < num_sge && keys_ok; ++i) {
-    const Sge& s = sge[i];
-    if (s.length == 0) continue;
-    const MrView* mr = mr_read_cached(ctx_->mr_entry(s.lkey), s.lkey, &rq_mr_cache_);
-    keys_ok = mr && mr->pd_id == pd_id_ && (mr->access & access::kLocalWrite) &&
-              !(mr->access & access::kWindow) && mr_contains(*mr, s.addr, s.length);
-    cap += s.length;
-  }
-  // A key that is not valid now: the usual delivery finds it and reports it.
-  const uint32_t lim = keys_ok ? uint32_t(std::min<uint64_t>(cap, kEagerPayload) + 1) : 0;
-  if (lim < eager_limit_) {
-    eager_limit_ = lim;
-    eager_->limit.store(lim, std::memory_order_relaxed);  // published by rq_post's release of the tail
-  }
-}
-
-void Qp::responder_error(AsyncEvent ev) {
-  uint32_t s = shm_->state.load(std::memory_order_acquire);
-  while (state_can_receive(QpState(s))) {
-    if (shm_->state.compare_exchange_weak(s, uint32_t(QpState::kErr), std::memory_order_acq_rel)) {
-      if (tracing()) trace(qpn_, "state -> ERR (responder error at a one-line record)");
-      flush_rq();
-      NotifyMsg m{kNotifyAsync, uint32_t(ev), shm_->user_handle};
-      notify_post(getpid(), ctx_->async_id(), m);
-      return;
-    }
-  }
-}
-
-void Qp::enter_error_st() {
-  shm_->state.store(uint32_t(QpState::kErr), std::memory_order_release);
-  attr_.state = QpState::kErr;
-  if (tracing()) trace(qpn_, "state -> ERR (error completion)");
-  flush_sq_st();
+void Qp::flush_all() {
+  if (net_) net_->flush();
+  if (shm_engine_) shm_engine_->flush();
   flush_rq();
 }
 

@@ -27,8 +27,8 @@ Result<std::unique_ptr<Segment>> Segment::create() {
   // It only ever grows: uroced and peers check what they touch against its
   // size once, and nothing can later vanish under them (SIGBUS).
   if (fcntl(s->memfd_, F_ADD_SEALS, F_SEAL_SHRINK) != 0) return Status(errno);
-  s->bound_.memfd = s->memfd_;
-  s->bound_.own = true;
+  s->view_.bound.memfd = s->memfd_;
+  s->view_.bound.own = true;
   void* p = mmap(nullptr, kSegReserveBytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, s->memfd_, 0);
   if (p == MAP_FAILED) return Status(errno);
   s->base_ = static_cast<uint8_t*>(p);
@@ -43,6 +43,10 @@ Result<std::unique_ptr<Segment>> Segment::create() {
   h->arena_off = arena;
   h->alive.store(1, std::memory_order_release);
   s->top_ = arena;
+  s->view_.pid = getpid();
+  s->view_.base = s->base_;
+  s->view_.mr_table = s->mr_table();
+  s->view_.mr_capacity = kMaxMrPerContext;
   return s;
 }
 
@@ -58,7 +62,7 @@ Status Segment::grow_to(uint64_t bytes) {
   if (want > kSegReserveBytes) return Status(ENOMEM);
   if (ftruncate(memfd_, off_t(want)) != 0) return Status(errno);
   file_size_ = want;
-  bound_.size.store(want, std::memory_order_relaxed);
+  view_.bound.size.store(want, std::memory_order_relaxed);
   return Status::ok();
 }
 

@@ -17,6 +17,23 @@
 
 namespace uroce::core {
 
+/// A context's segment as this process reaches it: a peer's (mapped from
+/// the memfd uroced passes; owned by PeerMap) or this process's own
+/// (Segment::view), so that the helpers that act on a QP's shared state
+/// (core/target.h) serve both alike.
+struct PeerSegment {
+  uint32_t ctx_id = 0;
+  int32_t pid = 0;
+  uint8_t* base = nullptr;
+  /// Its MR table, checked to lie inside the segment when it was mapped.
+  MrEntry* mr_table = nullptr;
+  uint32_t mr_capacity = 0;
+  SegBound bound;
+  SegHeader* header() const { return reinterpret_cast<SegHeader*>(base); }
+  /// The table entry for `slot`, or nullptr past the table.
+  MrEntry* mr_entry(uint32_t slot) const { return slot < mr_capacity ? mr_table + slot : nullptr; }
+};
+
 class Segment {
  public:
   /// Creates the memfd, maps it and initialises the header and MR table.
@@ -36,7 +53,12 @@ class Segment {
   uint64_t off_of(const void* p) const { return uint64_t(static_cast<const uint8_t*>(p) - base_); }
   /// What lies inside the file: for checks of geometry that peers could
   /// have scribbled over in this process's own segment (core/seg_bound.h).
-  SegBound& bound() { return bound_; }
+  SegBound& bound() { return view_.bound; }
+  /// The segment as a peer's is seen (for the owner's own network
+  /// responder, which acts on its QPs with the helpers peers use).
+  PeerSegment* view() { return &view_; }
+  /// The context id uroced gave the segment's context (in view()).
+  void set_ctx_id(uint32_t id) { view_.ctx_id = id; }
 
   /// The size of the block alloc(bytes) takes (a power of two, at least a
   /// cache line): blocks of one size class are interchangeable.
@@ -53,25 +75,11 @@ class Segment {
 
   uint8_t* base_ = nullptr;
   int memfd_ = -1;
-  SegBound bound_;
+  PeerSegment view_;
   std::mutex mu_;
   uint64_t file_size_ = 0;
   uint64_t top_ = 0;
   std::map<size_t, std::vector<uint64_t>> free_;  // size class -> offsets (FIFO-ish)
-};
-
-/// Maps a peer's segment (memfd from uroced). Owned by PeerMap.
-struct PeerSegment {
-  uint32_t ctx_id = 0;
-  int32_t pid = 0;
-  uint8_t* base = nullptr;
-  /// Its MR table, checked to lie inside the segment when it was mapped.
-  MrEntry* mr_table = nullptr;
-  uint32_t mr_capacity = 0;
-  SegBound bound;
-  SegHeader* header() const { return reinterpret_cast<SegHeader*>(base); }
-  /// The table entry for `slot`, or nullptr past the table.
-  MrEntry* mr_entry(uint32_t slot) const { return slot < mr_capacity ? mr_table + slot : nullptr; }
 };
 
 }  // namespace uroce::core

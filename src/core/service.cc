@@ -18,7 +18,7 @@
 #include "common/clock.h"
 #include "common/fork_gate.h"
 #include "core/peer_pages.h"
-#include "core/qp.h"
+#include "core/shm_engine.h"
 
 namespace uroce::core {
 
@@ -35,7 +35,7 @@ struct State {
   // (see common/fork_gate.h).
   std::mutex fork_mu;
   ForkGate fork_gate;
-  std::vector<Qp*> deferred;
+  std::vector<ShmEngine*> deferred;
   std::atomic<size_t>& n_deferred = service_detail::n_deferred;
   int wake_fd = -1;
   int daemon_fd = -1;
@@ -97,7 +97,7 @@ void Service::start_locked() {
   std::thread([this] { loop(); }).detach();
 }
 
-void Service::add_deferred(Qp* qp) {
+void Service::add_deferred(ShmEngine* qp) {
   State& s = st();
   {
     std::lock_guard<std::mutex> g(s.mu);
@@ -112,7 +112,7 @@ void Service::add_deferred(Qp* qp) {
   (void)w;
 }
 
-void Service::remove_qp(Qp* qp) {
+void Service::remove(ShmEngine* qp) {
   State& s = st();
   std::lock_guard<std::mutex> r(s.run_mu);
   std::lock_guard<std::mutex> g(s.mu);
@@ -155,18 +155,18 @@ void Service::poke() {
   if (s.n_deferred.load(std::memory_order_relaxed) == 0) return;
   std::unique_lock<std::mutex> r(s.run_mu, std::try_to_lock);
   if (!r.owns_lock()) return;  // the service thread is at it
-  std::vector<Qp*> qps;
+  std::vector<ShmEngine*> qps;
   {
     std::lock_guard<std::mutex> g(s.mu);
     qps = s.deferred;
   }
-  std::vector<Qp*> done;
-  for (Qp* q : qps)
+  std::vector<ShmEngine*> done;
+  for (ShmEngine* q : qps)
     if (!q->progress()) done.push_back(q);
   std::lock_guard<std::mutex> g(s.mu);
   // A QP that deferred new work after its progress() said "done" keeps its
   // place: its flag is set before add_deferred, which also takes s.mu.
-  for (Qp* q : done) {
+  for (ShmEngine* q : done) {
     if (q->wants_service()) continue;
     s.deferred.erase(std::remove(s.deferred.begin(), s.deferred.end(), q), s.deferred.end());
   }

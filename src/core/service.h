@@ -12,7 +12,7 @@
 
 namespace uroce::core {
 
-class Qp;
+class ShmEngine;
 
 namespace service_detail {
 extern std::atomic<size_t> n_deferred;  // QPs with deferred sends (Service's state)
@@ -21,10 +21,10 @@ extern std::atomic<size_t> n_deferred;  // QPs with deferred sends (Service's st
 class Service {
  public:
   static Service& get();
-  /// `qp` has deferred sends; progress() it until it says done.
-  void add_deferred(Qp* qp);
-  /// Stops touching `qp` (called before it is destroyed).
-  void remove_qp(Qp* qp);
+  /// `e` has deferred sends; progress() it until it says done.
+  void add_deferred(ShmEngine* e);
+  /// Stops touching `e` (called before it is destroyed).
+  void remove(ShmEngine* e);
   /// Starts watching the control socket; `on_death` runs once if it closes.
   void watch_daemon(int fd, std::function<void()> on_death);
   /// Retries deferred sends now (cheap when none are deferred).

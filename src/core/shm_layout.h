@@ -307,8 +307,9 @@ constexpr size_t cq_slot_array_bytes(uint32_t cap) { return size_t(cap) * (sizeo
 struct alignas(kCacheLine) QpShm {
   uint32_t magic;  // kQpMagic while the QP exists
   uint32_t qpn;
-  /// QpState. The owner stores transitions; a peer that detects a responder
-  /// error CASes it to kErr. Peers load it (acquire) before each operation.
+  /// QpState. The owner's Qp stores the transitions ibv_modify_qp asks for;
+  /// a move to ERR on an error goes through qp_enter_error, whoever finds
+  /// the error. Peers load it (acquire) before each operation.
   std::atomic<uint32_t> state;
   uint32_t qp_type;
   uint32_t pd_id;
@@ -323,7 +324,9 @@ struct alignas(kCacheLine) QpShm {
   uint32_t owner_ctx_id;
   uint64_t user_handle;  // owner's ibv_qp*, echoed in async events
   uint32_t xrcd_id;      // XRC target QPs: the domain whose SRQs it may deliver to
-  uint32_t pad2;
+  /// The link its packets take (QpLink), for `uroce res qp`; set by the
+  /// owner at RTR.
+  std::atomic<uint32_t> link;
   /// The QP's NetCounters (core/counters.h) while it has a network link,
   /// else 0. The owner stores it (release) after zeroing the block.
   std::atomic<uint64_t> counters_off;
@@ -331,6 +334,34 @@ struct alignas(kCacheLine) QpShm {
   /// magic, and fixed for the QP's life.
   uint64_t eager_off;
 };
+
+/// QpShm::link: how the QP's messages travel.
+enum class QpLink : uint32_t {
+  kShm = 0,  // shared memory (the intra-host link)
+  kUdp = 1,  // RoCE v2 through the kernel's UDP sockets
+  kXdp = 2,  // RoCE v2 frames through an AF_XDP socket
+};
+
+/// States in which a QP accepts incoming requests (IBA 10.3.1: RTR and
+/// later, not ERR), which are also the states in which it works and so
+/// can meet an error.
+inline bool state_can_receive(QpState s) {
+  return s == QpState::kRtr || s == QpState::kRts || s == QpState::kSqd || s == QpState::kSqe;
+}
+
+/// The one move of a QP's state to ERR on an error (IBA 10.3.1, 10.8.3),
+/// made by whoever finds it: the owner (a failed WQE, a responder error
+/// found at its own poll or on its network link), a peer acting as its NIC
+/// on the intra-host link (core/target.h), uroced when the owner dies. Only
+/// a working QP (state_can_receive) moves; true if this call moved it, so
+/// that exactly one caller does what follows once (the async event).
+/// ibv_modify_qp's move to ERR is a transition of the owner's (core::Qp).
+inline bool qp_enter_error(QpShm& q) {
+  uint32_t s = q.state.load(std::memory_order_acquire);
+  while (state_can_receive(QpState(s)))
+    if (q.state.compare_exchange_weak(s, uint32_t(QpState::kErr), std::memory_order_acq_rel)) return true;
+  return false;
+}
 
 /// A small SEND on the intra-host link in one cache line (docs/intra-host-link.md,
 /// "A small SEND in one cache line"): the sender claims the receive (the RQ's

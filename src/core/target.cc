@@ -114,14 +114,9 @@ void flush_receives(const PeerQp& t) {
 }
 
 void target_error(const PeerQp& t, AsyncEvent ev) {
-  uint32_t s = t.qp->state.load(std::memory_order_acquire);
-  while (state_can_receive(QpState(s))) {
-    if (t.qp->state.compare_exchange_weak(s, uint32_t(QpState::kErr), std::memory_order_acq_rel)) {
-      flush_receives(t);
-      post_async(t, ev, t.qp->user_handle);
-      return;
-    }
-  }
+  if (!qp_enter_error(*t.qp)) return;  // not working, or ERR already
+  flush_receives(t);
+  post_async(t, ev, t.qp->user_handle);
 }
 
 /// Claims a receive WQE; raises the SRQ limit event when it drains below the limit.

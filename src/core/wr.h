@@ -1,6 +1,7 @@
-// The rules a send work request follows whichever link carries it: which
-// message it becomes, which opcode its completion reports, and the Q_Key a
-// UD SEND carries.
+// A send work request as a QP hands it to the engine of the link that
+// carries it (core/link_engine.h), and the rules it follows whichever link
+// that is: which message it becomes, which opcode its completion reports,
+// and the Q_Key a UD SEND carries.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +10,51 @@
 #include "transport/packetizer.h"
 
 namespace uroce::core {
+
+/// Where a packet goes (ibv_ah_attr, reduced to what RoCE uses).
+struct AddressVector {
+  uint8_t dgid[16];
+  uint32_t flow_label;
+  uint8_t sgid_index;
+  uint8_t hop_limit;
+  uint8_t traffic_class;
+  uint8_t is_global;
+  uint8_t sl;
+  uint8_t port_num;
+  uint16_t dlid;
+};
+
+/// What a memory-window bind asks (IBV_WR_BIND_MW, ibv_bind_mw).
+struct WindowBind {
+  uint32_t key;        // the window's current key
+  uint32_t new_key;    // its key once bound (same slot)
+  uint32_t mr_key;     // the region it covers part of (0: unbind, type 1)
+  uint64_t addr, len;  // in the region's address space
+  uint32_t access;     // access:: remote bits, kZeroBased (local write is ignored)
+};
+
+/// One send work request as the QP's link engine executes it.
+struct SendWqe {
+  uint64_t wr_id = 0;
+  WrOpcode opcode = WrOpcode::kSend;
+  uint32_t flags = 0;  // send_flags::
+  uint32_t imm = 0;    // network order (imm_data / invalidate_rkey)
+  uint32_t num_sge = 0;
+  const Sge* sge = nullptr;  // lkey-checked, or raw addresses if kInline
+  uint64_t remote_addr = 0;
+  uint32_t rkey = 0;
+  uint64_t compare_add = 0;
+  uint64_t swap = 0;
+  uint32_t remote_qpn = 0;            // UD
+  uint32_t remote_qkey = 0;           // UD
+  uint32_t xrc_srqn = 0;              // XRC: the SRQ at the target
+  const AddressVector* av = nullptr;  // UD
+  WindowBind bind{};                  // BIND_MW (LOCAL_INV: the key in imm)
+};
+
+constexpr bool is_atomic(WrOpcode op) {
+  return op == WrOpcode::kAtomicCmpAndSwp || op == WrOpcode::kAtomicFetchAndAdd;
+}
 
 /// The message a send WR opcode becomes (BIND_MW and LOCAL_INV: local operations).
 constexpr transport::MsgKind msg_kind_of(WrOpcode op) {

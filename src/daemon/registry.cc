@@ -145,8 +145,7 @@ void Registry::drop_ctx(CtxRecord& c, bool dead) {
     if (it == qpns_.end()) continue;
     if (dead && !it->second.is_srq) {
       // Like a NIC reset: the QP stops answering; requesters time out.
-      auto* q = reinterpret_cast<QpShm*>(base + it->second.off);
-      q->state.store(uint32_t(QpState::kErr), std::memory_order_release);
+      (void)core::qp_enter_error(*reinterpret_cast<QpShm*>(base + it->second.off));
     }
     publish(qpn, 0, 0, 0, false);
     qpns_.erase(it);

@@ -247,8 +247,8 @@ void RcRequester::ack_through(uint32_t psn, uint64_t now) {
   complete_local_front();
   if (progress) {
     probes_ = 0;
-    retries_ = 0;
-    rnr_retries_ = 0;
+    retries_.reset();
+    rnr_retries_.reset();
     deadline_ = (cfg_.timeout_ns && !q_.empty() && q_.front().started) ? now + cfg_.timeout_ns : 0;
   }
 }
@@ -325,11 +325,10 @@ void RcRequester::on_response(const Packet& p, uint64_t now) {
       case AckType::kRnrNak:
         ++stats_->rnr_naks;
         ack_through(psn_add(p.bth.psn, -1), now);
-        if (cfg_.rnr_retry != 7 && rnr_retries_ >= cfg_.rnr_retry) {
+        if (!rnr_retries_.spend(cfg_.rnr_retry)) {
           fail_front(WcStatus::kRnrRetryExcErr);
           return;
         }
-        ++rnr_retries_;
         go_back(p.bth.psn);
         rnr_until_ = now + rnr_timer_ns(ack_value(p.syndrome));
         return;
@@ -408,7 +407,7 @@ void RcRequester::on_response(const Packet& p, uint64_t now) {
     e->read_done += p.payload.size();
     e->reasked_at = UINT64_MAX;
     if (op == kReadResponseLast || op == kReadResponseOnly) e->answered = true;
-    retries_ = 0;  // progress
+    retries_.reset();  // progress
     deadline_ = cfg_.timeout_ns ? now + cfg_.timeout_ns : 0;
   }
   complete_answered(now);
@@ -443,7 +442,8 @@ void RcRequester::complete_answered(uint64_t now) {
   }
   if (!done) return;
   complete_local_front();
-  retries_ = rnr_retries_ = 0;
+  retries_.reset();
+  rnr_retries_.reset();
   deadline_ = (cfg_.timeout_ns && !q_.empty() && q_.front().started) ? now + cfg_.timeout_ns : 0;
   pump(now);
 }
@@ -473,11 +473,10 @@ void RcRequester::on_timer(uint64_t now) {
   if (!deadline_ || now < deadline_ || q_.empty()) return;
   // 9.7.6.1.3: no progress within the local ACK timeout: retry from the oldest.
   ++stats_->timeouts;
-  if (retries_ >= cfg_.retry_cnt) {
+  if (!retries_.spend(cfg_.retry_cnt)) {
     fail_front(WcStatus::kRetryExcErr);
     return;
   }
-  ++retries_;
   nak_recheck_ = 0;  // everything goes again anyway
   // Retransmit everything outstanding, twice: duplicates cost nothing but
   // bandwidth during recovery (the responder answers each), and on a lossy

@@ -19,6 +19,7 @@
 #include "common/ring_queue.h"
 #include "common/small_vec.h"
 #include "transport/packetizer.h"
+#include "transport/timers.h"
 #include "transport/types.h"
 #include "wire/packet.h"
 
@@ -176,7 +177,7 @@ class RcRequester {
   uint32_t reads_out_ = 0;       // READ / atomic requests outstanding
   uint64_t deadline_ = 0;        // retransmission timer (0: off)
   uint64_t rnr_until_ = 0;       // RNR wait (0: none)
-  uint32_t retries_ = 0, rnr_retries_ = 0;
+  RetryBudget retries_{RetryRule::kAckTimeout}, rnr_retries_{RetryRule::kRnr};
   uint32_t since_ack_req_ = 0;
   // The last PSN-sequence NAK acted on: its PSN, when, and whether any.
   // The responder repeats a NAK while a gap stays open; repeats sent before

@@ -10,9 +10,7 @@
 
 #include "common/export.h"
 #include "core/limits.h"
-#include "core/net_engine.h"
 #include "core/notify.h"
-#include "core/service.h"
 #include "verbs/objects.h"
 
 namespace uroce::verbs {
@@ -82,22 +80,12 @@ void to_wc(const core::Cqe& c, ibv_wc* wc) {
 }
 
 int op_poll_cq(ibv_cq* cq, int n, ibv_wc* wc) {
-  UCq* c = ucq(cq);
   int i = 0;
-  int total = c->core->poll_each(n, [&](const core::Cqe& e) { to_wc(e, &wc[i++]); });
-  if (total == 0) {
-    core::Service::poke_if_deferred();  // nothing yet: retry deferred sends
-    // Network QPs: take in what has arrived instead of waiting for the engine thread.
-    if (core::NetEngine::active() && core::NetEngine::get().poll_now())
-      total = c->core->poll_each(n, [&](const core::Cqe& e) { to_wc(e, &wc[i++]); });
-  }
-  return total;
+  return ucq(cq)->core->poll_each(n, [&](const core::Cqe& e) { to_wc(e, &wc[i++]); });
 }
 
 int op_req_notify_cq(ibv_cq* cq, int solicited_only) {
   ucq(cq)->core->arm(solicited_only != 0);
-  // About to block for an event: the network engine must take the packets in.
-  if (core::NetEngine::active()) core::NetEngine::get().app_sleeps();
   return 0;
 }
 
@@ -115,17 +103,13 @@ void expose(UCq* c) {
 int ex_start_poll(ibv_cq_ex* cq, ibv_poll_cq_attr* attr) {
   if (attr && attr->comp_mask) return EINVAL;
   UCq* c = cur(cq);
-  if (c->core->poll(1, &c->cur) == 0) {
-    core::Service::poke_if_deferred();
-    if (!core::NetEngine::active() || !core::NetEngine::get().poll_now() || c->core->poll(1, &c->cur) == 0)
-      return ENOENT;
-  }
+  if (c->core->poll(1, &c->cur) == 0) return ENOENT;
   expose(c);
   return 0;
 }
 int ex_next_poll(ibv_cq_ex* cq) {
   UCq* c = cur(cq);
-  if (c->core->poll(1, &c->cur) == 0) return ENOENT;
+  if (c->core->poll_ready(1, &c->cur) == 0) return ENOENT;
   expose(c);
   return 0;
 }

@@ -15,6 +15,7 @@
 #include "core/control_client.h"
 #include "core/control_protocol.h"
 #include "core/limits.h"
+#include "core/net_route.h"
 #include "core/notify.h"
 #include "core/qp.h"
 #include "core/service.h"

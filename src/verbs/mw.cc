@@ -13,8 +13,8 @@ static_assert(IBV_ACCESS_REMOTE_WRITE == core::access::kRemoteWrite &&
               IBV_ACCESS_ZERO_BASED == core::access::kZeroBased &&
               IBV_ACCESS_MW_BIND == core::access::kMwBind);
 
-core::Context::WindowBind window_bind(const ibv_mw* mw, uint32_t new_key, const ibv_mw_bind_info& info) {
-  core::Context::WindowBind b{};
+core::WindowBind window_bind(const ibv_mw* mw, uint32_t new_key, const ibv_mw_bind_info& info) {
+  core::WindowBind b{};
   b.key = mw->rkey;
   b.new_key = new_key;
   b.mr_key = info.mr ? info.mr->lkey : 0;

@@ -178,7 +178,7 @@ ibv_mw* op_alloc_mw(ibv_pd* pd, ibv_mw_type type);
 int op_dealloc_mw(ibv_mw* mw);
 int op_bind_mw(ibv_qp* qp, ibv_mw* mw, ibv_mw_bind* bind);
 /// What binding `mw` to `info` under `new_key` asks of the core (mw.cc).
-core::Context::WindowBind window_bind(const ibv_mw* mw, uint32_t new_key, const ibv_mw_bind_info& info);
+core::WindowBind window_bind(const ibv_mw* mw, uint32_t new_key, const ibv_mw_bind_info& info);
 int op_advise_mr(ibv_pd* pd, ibv_advise_mr_advice advice, uint32_t flags, ibv_sge* sg_list, uint32_t num_sge);
 ibv_dm* op_alloc_dm(ibv_context* ctx, ibv_alloc_dm_attr* attr);
 int op_free_dm(ibv_dm* dm);

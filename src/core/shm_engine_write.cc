@@ -1,6 +1,6 @@
 // An RDMA WRITE on a connected QP whose peer is on this host, posted the
 // way a program that writes in a loop posts it: into the region it wrote
-// last time. The general path (Qp::execute, core/target.cc) resolves the
+// last time. The general path (ShmEngine::execute, core/target.cc) resolves the
 // peer, reads the R_Key's MR-table slot, checks it and finds the region's
 // pages in this process for every WQE — ~600 instructions before the first
 // byte moves, all of them on the path of ib_write_lat's round trip. Here
@@ -13,14 +13,12 @@
 #include <cstring>
 
 #include "core/peer_pages.h"
-#include "core/qp.h"
-#include "core/qp_state.h"
+#include "core/shm_engine.h"
 #include "core/target.h"
-#include "core/wr.h"
 
 namespace uroce::core {
 
-bool Qp::write_target_fill(uint32_t rkey, uint64_t raddr, uint64_t len) {
+bool ShmEngine::write_target_fill(uint32_t rkey, uint64_t raddr, uint64_t len) {
   wt_ = WriteTarget{};
   const PeerQp* p = peer_for(attr_.dest_qpn, &ud_peer_);  // RC, UC: resolves peer_
   if (!p) return false;
@@ -41,13 +39,13 @@ bool Qp::write_target_fill(uint32_t rkey, uint64_t raddr, uint64_t len) {
   return here != nullptr;
 }
 
-bool Qp::write_direct(const SendWqe& w) {
+bool ShmEngine::write_direct(const SendWqe& w) {
   if (w.num_sge != 1 || type_ == QpType::kXrcSend) return false;
-  // The source: the L_Key checks of every send (gather); one buffer.
+  // The source: the L_Key checks of every send (check_local); one buffer.
   iovec src[1];
   size_t nl = 0;
   uint64_t len = 0;
-  if (gather(w, src, &nl, &len) != WcStatus::kSuccess || nl != 1) return false;
+  if (owner_.check_local(w, src, &nl, &len) != WcStatus::kSuccess || nl != 1) return false;
   const WriteTarget& c = wt_;
   const bool hit = c.e && c.rkey == w.rkey && c.e->seq.load(std::memory_order_acquire) == c.seq &&
                    c.pages_gen == peer_pages_generation() && c.qp == peer_.qp && c.qpn == attr_.dest_qpn &&
@@ -59,7 +57,7 @@ bool Qp::write_direct(const SendWqe& w) {
     return false;
   if (w.remote_addr < c.iova || len > c.length || w.remote_addr - c.iova > c.length - len) return false;
   memcpy(c.here + (w.remote_addr - c.iova), src[0].iov_base, len);
-  complete_send(w, WcStatus::kSuccess, uint32_t(len));
+  complete(w, WcStatus::kSuccess, uint32_t(len));
   return true;
 }
 
