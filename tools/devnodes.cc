@@ -32,7 +32,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "core/control_client.h"
+#include "contract/control_client.h"
 
 namespace uroce::tools {
 namespace {

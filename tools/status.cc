@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "core/control_client.h"
-#include "core/names.h"
-#include "core/report.h"
+#include "contract/control_client.h"
+#include "contract/names.h"
+#include "contract/report.h"
 #include "link/ip_addr.h"
 
 namespace uroce::tools {
@@ -183,7 +183,7 @@ int res_qp_show(bool json) {
   bool first = true;
   for (const core::ReportQp& q : r.qps) {
     const std::string dev = name_of(q.dev, sizeof(q.dev));
-    const char* link = q.has_counters ? "udp" : "shm";
+    const char* link = core::qp_link_name(q.link);
     if (json)
       printf(
           "%s{\"dev\":\"%s\",\"qpn\":%u,\"pid\":%d,\"type\":\"%s\",\"state\":\"%s\",\"dest_qpn\":%u,\"link\":"

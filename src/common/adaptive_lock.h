@@ -11,25 +11,32 @@
 #pragma once
 
 #include <atomic>
+#include <cassert>
 #include <cstdint>
+
+#include "common/thread_annotations.h"
 
 namespace uroce {
 
-class AdaptiveLock {
+class CAPABILITY("mutex") AdaptiveLock {
  public:
-  void lock() {
+  void lock() ACQUIRE() {
     int expected = 0;
     if (!state_.compare_exchange_strong(expected, 1, std::memory_order_acquire, std::memory_order_relaxed))
       lock_slow();
   }
-  bool try_lock() {
+  bool try_lock() TRY_ACQUIRE(true) {
     int expected = 0;
     return state_.load(std::memory_order_relaxed) == 0 &&
            state_.compare_exchange_strong(expected, 1, std::memory_order_acquire, std::memory_order_relaxed);
   }
-  void unlock() {
+  void unlock() RELEASE() {
     if (state_.exchange(0, std::memory_order_release) == 2) wake_one();
   }
+
+  /// Tells the thread-safety analysis that the caller holds the lock (a
+  /// function whose caller takes it); checked in debug builds.
+  void assert_held() const ASSERT_CAPABILITY(this) { assert(state_.load(std::memory_order_relaxed) != 0); }
 
   /// How long a waiter yields before it sleeps.
   static constexpr uint64_t kYieldNs = 50'000;

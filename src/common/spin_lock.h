@@ -8,14 +8,16 @@
 #include <sched.h>
 
 #include <atomic>
+#include <cassert>
 
 #include "common/clock.h"
+#include "common/thread_annotations.h"
 
 namespace uroce {
 
-class SpinLock {
+class CAPABILITY("mutex") SpinLock {
  public:
-  void lock() {
+  void lock() ACQUIRE() {
     while (locked_.exchange(true, std::memory_order_acquire)) {  // pairs with unlock's release
       for (int spins = 0; locked_.load(std::memory_order_relaxed); ++spins) {
         if (spins < 128)
@@ -25,10 +27,13 @@ class SpinLock {
       }
     }
   }
-  bool try_lock() {
+  bool try_lock() TRY_ACQUIRE(true) {
     return !locked_.load(std::memory_order_relaxed) && !locked_.exchange(true, std::memory_order_acquire);
   }
-  void unlock() { locked_.store(false, std::memory_order_release); }
+  void unlock() RELEASE() { locked_.store(false, std::memory_order_release); }
+  /// Tells the thread-safety analysis that the caller holds the lock (a
+  /// function whose caller takes it); checked in debug builds.
+  void assert_held() const ASSERT_CAPABILITY(this) { assert(locked_.load(std::memory_order_relaxed)); }
 
  private:
   std::atomic<bool> locked_{false};

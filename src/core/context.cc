@@ -8,9 +8,9 @@
 #include <cstring>
 
 #include "core/cq.h"
-#include "core/mr_backing.h"
-#include "core/notify.h"
 #include "core/service.h"
+#include "memory/mr_backing.h"
+#include "memory/notify.h"
 
 namespace uroce::core {
 

@@ -11,14 +11,14 @@
 #include <vector>
 
 #include "common/status.h"
-#include "core/control_client.h"
-#include "core/counters.h"
-#include "core/device_info.h"
-#include "core/limits.h"
-#include "core/segment.h"
-#include "core/shm_layout.h"
-#include "core/types.h"
-#include "core/wr.h"
+#include "contract/control_client.h"
+#include "contract/counters.h"
+#include "contract/device_info.h"
+#include "contract/limits.h"
+#include "contract/shm_layout.h"
+#include "contract/types.h"
+#include "memory/segment.h"
+#include "net/wr.h"
 
 namespace uroce::core {
 

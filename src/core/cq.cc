@@ -9,11 +9,11 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "core/limits.h"
-#include "core/net_engine.h"
-#include "core/notify.h"
+#include "contract/limits.h"
 #include "core/qp.h"
 #include "core/service.h"
+#include "memory/notify.h"
+#include "net/net_engine.h"
 
 namespace uroce::core {
 
@@ -120,7 +120,7 @@ Status Cq::resize(uint32_t cqe) {
   std::lock_guard<std::mutex> r(resize_mu_);
   uint32_t cap = capacity();
   if (cqe + 1 <= cap) {
-    std::lock_guard<SpinLock> g(mu_);
+    Guard<SpinLock> g(mu_);
     if (cqe < cq_depth(ring_)) return Status(EINVAL);  // would drop completions
     reported_cqe_ = reported_size(cqe);
     return Status::ok();
@@ -134,7 +134,7 @@ Status Cq::resize(uint32_t cqe) {
   const size_t old_bytes = cq_slot_array_bytes(capacity());
   bool refused = false, free_old = false;
   {
-    std::lock_guard<SpinLock> g(mu_);
+    Guard<SpinLock> g(mu_);
     if (cqe < cq_depth(ring_)) {
       refused = true;  // would drop completions
     } else {
@@ -157,14 +157,14 @@ Status Cq::resize(uint32_t cqe) {
 }
 
 uint32_t Cq::purge_qp(uint32_t qpn) {
-  std::lock_guard<SpinLock> g(mu_);
+  Guard<SpinLock> g(mu_);
   return cq_purge(
       ctx_->seg().base(), ring_, [qpn](const Cqe& c) { return c.qp_num == qpn; },
       geom_.load(std::memory_order_relaxed));
 }
 
 int Cq::eager_attach(EagerRing* ring, uint32_t records, Qp* qp, QpShm* shm, RqRing* rq, uint32_t qpn) {
-  std::lock_guard<SpinLock> g(mu_);
+  Guard<SpinLock> g(mu_);
   const uint32_t used = eager_used_.load(std::memory_order_relaxed);
   if (used == (1u << kMaxEager) - 1) return -1;
   const int place = std::countr_one(used);
@@ -183,26 +183,20 @@ int Cq::eager_attach(EagerRing* ring, uint32_t records, Qp* qp, QpShm* shm, RqRi
 }
 
 void Cq::eager_detach(int place) {
-  std::lock_guard<SpinLock> g(mu_);
+  Guard<SpinLock> g(mu_);
   eager_used_.store(eager_used_.load(std::memory_order_relaxed) & ~(1u << place), std::memory_order_release);
   eager_[place].ring.store(nullptr, std::memory_order_relaxed);
   eager_[place].qp = nullptr;
 }
 
 void Cq::eager_reset(int place, uint64_t done) {
-  std::lock_guard<SpinLock> g(mu_);
+  Guard<SpinLock> g(mu_);
   EagerRx& e = eager_[place];
   EagerRing* r = e.ring.load(std::memory_order_relaxed);
   const uint64_t prod = r->prod.load(std::memory_order_acquire);
   e.cons.store(prod, std::memory_order_relaxed);
   r->cons.store(prod, std::memory_order_release);
   e.done.store(done, std::memory_order_release);
-}
-
-void cq_notify(const CqRing* r) {
-  if (!r->channel_id) return;
-  NotifyMsg m{kNotifyCq, 0, r->user_handle};
-  notify_post(r->owner_pid, r->channel_id, m);
 }
 
 }  // namespace uroce::core

@@ -13,8 +13,8 @@
 #include "common/spin_lock.h"
 #include "common/status.h"
 #include "core/context.h"
-#include "core/cq_ring.h"
 #include "core/eager.h"
+#include "memory/cq_ring.h"
 
 namespace uroce::core {
 /// A completion retired `n` send-queue slots of local QP `local_id` (core/qp.cc).
@@ -111,7 +111,7 @@ class Cq {
     if (!cq_peek_ready(ctx_->seg().base(), ring_, geom_.load(std::memory_order_acquire)) &&
         !(eager && eager_any_ready(eager)))
       return 0;
-    std::lock_guard<SpinLock> g(mu_);
+    Guard<SpinLock> g(mu_);
     if (eager_used_.load(std::memory_order_relaxed)) return poll_merged(n, take);
     return cq_pop_each(
         ctx_->seg().base(), ring_, n,
@@ -211,8 +211,5 @@ class Cq {
   std::atomic<uint32_t> eager_used_{0};  // a bit per place in use (changed under mu_)
   uint32_t turn_ = 0, turn_ring_ = 0;    // poll_merged's turns (under mu_)
 };
-
-/// Wakes the completion channel of a CQ whose ring said kOkNotify.
-void cq_notify(const CqRing* r);
 
 }  // namespace uroce::core

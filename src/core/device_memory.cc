@@ -6,7 +6,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "core/limits.h"
+#include "contract/limits.h"
 
 namespace uroce::core {
 

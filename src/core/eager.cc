@@ -5,11 +5,12 @@
 #include <cstring>
 
 #include "core/cq.h"
-#include "core/cq_ring.h"
 #include "core/qp.h"
 #include "core/qp_state.h"
-#include "core/rq_ring.h"
-#include "core/trace.h"
+#include "memory/cq_ring.h"
+#include "memory/notify.h"
+#include "memory/rq_ring.h"
+#include "memory/trace.h"
 
 namespace uroce::core {
 

@@ -28,10 +28,10 @@
 #include <atomic>
 #include <cstdint>
 
+#include "contract/shm_layout.h"
 #include "core/context.h"
-#include "core/peer_map.h"
-#include "core/shm_layout.h"
-#include "core/target.h"
+#include "memory/peer_map.h"
+#include "memory/target.h"
 
 namespace uroce::core {
 

@@ -7,16 +7,16 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "contract/limits.h"
 #include "core/eager.h"
-#include "core/limits.h"
-#include "core/net_engine.h"
-#include "core/net_qp.h"
-#include "core/net_route.h"
-#include "core/notify.h"
-#include "core/peer_map.h"
 #include "core/qp_state.h"
 #include "core/service.h"
-#include "core/trace.h"
+#include "memory/notify.h"
+#include "memory/peer_map.h"
+#include "memory/trace.h"
+#include "net/net_engine.h"
+#include "net/net_qp.h"
+#include "net/net_route.h"
 
 namespace uroce::core {
 namespace {
@@ -193,7 +193,7 @@ Qp::~Qp() {
 }
 
 Status Qp::modify(const QpModifyArgs& a, uint32_t mask) {
-  std::lock_guard<AdaptiveLock> g(sq_mu_);
+  Guard<AdaptiveLock> g(sq_mu_);
   if (!exists()) return Status(ENODEV);
   QpState cur = state();
   if ((mask & qp_attr::kCurState) && a.cur_state != cur) {
@@ -253,7 +253,7 @@ Status Qp::modify(const QpModifyArgs& a, uint32_t mask) {
       // Its messages come over the network: the ring is closed for good.
       eager_->limit.store(0, std::memory_order_release);
       recv_cq_->eager_detach(eager_place_);
-      std::lock_guard<SpinLock> r(rq_mu_);
+      Guard<SpinLock> r(rq_mu_);
       eager_place_ = -1;
     }
   }
@@ -271,7 +271,7 @@ Status Qp::modify(const QpModifyArgs& a, uint32_t mask) {
     if (rq_ && !srq_) {
       uint64_t tail;
       {
-        std::lock_guard<SpinLock> r(rq_mu_);
+        Guard<SpinLock> r(rq_mu_);
         tail = rq_->tail.load();
         rq_->head.store(tail);
         rq_head_seen_ = tail;
@@ -302,7 +302,8 @@ Status Qp::modify(const QpModifyArgs& a, uint32_t mask) {
   return Status::ok();
 }
 
-QpModifyArgs Qp::query() const {
+QpModifyArgs Qp::query() {
+  Guard<AdaptiveLock> g(sq_mu_);
   QpModifyArgs a = attr_;
   // What another handle of the same QP may have changed (ibv_open_qp) lives in the shared part.
   a.access_flags = shm_->access_flags;

@@ -18,13 +18,14 @@
 #include "common/adaptive_lock.h"
 #include "common/spin_lock.h"
 #include "common/status.h"
+#include "common/thread_annotations.h"
+#include "contract/types.h"
 #include "core/context.h"
 #include "core/cq.h"
-#include "core/link_engine.h"
 #include "core/qp_state.h"
 #include "core/shm_engine.h"
 #include "core/srq.h"
-#include "core/types.h"
+#include "net/link_engine.h"
 
 namespace uroce::core {
 
@@ -45,20 +46,22 @@ struct QpCreateArgs {
 
 class Qp final : private QpOwner {
  public:
-  static Result<std::unique_ptr<Qp>> create(Context* ctx, const QpCreateArgs& a);
+  // (The factories fill the QP before anyone else can see it.)
+  static Result<std::unique_ptr<Qp>> create(Context* ctx, const QpCreateArgs& a) NO_THREAD_SAFETY_ANALYSIS;
   /// ibv_open_qp: another handle on the XRC target QP `qpn` of domain
   /// `xrcd_id`, created by any process (IBA 11.5). Modify and query act on
   /// the shared QP; destroying the handle leaves the QP alone. The QP itself
   /// still ends with its creator's handle (then this one reports ENODEV).
-  static Result<std::unique_ptr<Qp>> open_xrc_target(Context* ctx, uint32_t qpn, uint32_t xrcd_id);
+  static Result<std::unique_ptr<Qp>> open_xrc_target(Context* ctx, uint32_t qpn,
+                                                     uint32_t xrcd_id) NO_THREAD_SAFETY_ANALYSIS;
   ~Qp();
   /// False once an opened handle's QP is gone (always true for a creator's).
   bool exists() const;
 
   // --- setup and state (core/qp.cc)
-  Status modify(const QpModifyArgs& a, uint32_t mask);
+  Status modify(const QpModifyArgs& a, uint32_t mask) EXCLUDES(sq_mu_);
   /// Snapshot of the attributes for ibv_query_qp.
-  QpModifyArgs query() const;
+  QpModifyArgs query() EXCLUDES(sq_mu_);
   QpState state() const { return QpState(shm_->state.load(std::memory_order_acquire)); }
   uint32_t qpn() const { return qpn_; }
   QpType type() const { return type_; }
@@ -74,11 +77,9 @@ class Qp final : private QpOwner {
 
   // --- send side (core/qp_send.cc)
   /// Hands one WR to its link's engine (EINVAL/ENOMEM per verbs).
-  Status post_send(const SendWqe& w);
+  Status post_send(const SendWqe& w) EXCLUDES(sq_mu_);
   /// Called from poll_cq: `n` send-queue slots completed.
   void retire(uint32_t n) { sq_retired_.fetch_add(n, std::memory_order_relaxed); }
-  /// On the network link (RoCE v2) rather than shared memory.
-  bool on_network() const { return net_ != nullptr; }
 
   // --- multicast (core/qp_send.cc): UD QPs on the network link
   /// ibv_attach_mcast: EINVAL unless a UD QP and an IPv4-mapped multicast
@@ -110,27 +111,27 @@ class Qp final : private QpOwner {
   void to_error(const QpFailure& f);
   /// ibv_modify_qp to ERR (under sq_mu_): every engine flushes, then the
   /// receive queue (IBA 10.3.1.6).
-  void flush_all();
+  void flush_all() REQUIRES(sq_mu_);
   /// Completes every receive WQE of the QP's own receive queue with
   /// WR_FLUSH_ERR (IBA 10.3.1.6); a QP on an SRQ raises LAST_WQE_REACHED once.
   void flush_rq();
   /// Creation (RC, UC with a receive queue of its own): the EagerRing that
   /// small SENDs from a peer on this host take, joined to the receive CQ.
-  void eager_create();
+  void eager_create() NO_THREAD_SAFETY_ANALYSIS;  // before the QP is shared
   /// post_recv: lowers the ring's limit for a receive that takes fewer
   /// bytes or names a key that is not valid now (under rq_mu_).
-  void eager_vouch(const Sge* sge, uint32_t num_sge);
+  void eager_vouch(const Sge* sge, uint32_t num_sge) REQUIRES(rq_mu_);
   /// The engine a WQE goes to: the network one from RTR on (UD: for a
   /// destination not on this host), else the intra-host one.
-  LinkEngine& engine_for(const SendWqe& w);
+  LinkEngine& engine_for(const SendWqe& w) REQUIRES(sq_mu_);
   /// The engine that carries the send queue as a whole (SQD drains it).
-  LinkEngine& send_engine();
+  LinkEngine& send_engine() REQUIRES(sq_mu_);
 
   // --- the network link (core/qp_send.cc)
   /// INIT -> RTR toward a peer not on this host: the network engine.
-  Status net_open();
+  Status net_open() REQUIRES(sq_mu_);
   /// The network engine goes (RESET, destroy): its counters are retired.
-  void net_close();
+  void net_close() REQUIRES(sq_mu_);
 
   Context* ctx_ = nullptr;
   QpShm* shm_ = nullptr;
@@ -150,7 +151,7 @@ class Qp final : private QpOwner {
   bool sq_sig_all_ = false;
   uint32_t local_id_ = 0;
   /// The attributes as last modified (the state is in shm_, not here).
-  QpModifyArgs attr_{};
+  QpModifyArgs attr_ GUARDED_BY(sq_mu_){};
   /// en_sqd_async_notify of the last move to SQD (read by drained(), which
   /// the network engine's thread may call).
   std::atomic<bool> sqd_notify_{false};
@@ -164,26 +165,26 @@ class Qp final : private QpOwner {
   // the receive side's posts.
   AdaptiveLock sq_mu_;
   SpinLock rq_mu_;
-  uint64_t rq_head_seen_ = 0;  // private copy of the RQ's head (see rq_post), under rq_mu_
+  uint64_t rq_head_seen_ GUARDED_BY(rq_mu_) = 0;  // private copy of the RQ's head (see rq_post)
   // The EagerRing (core/eager.h): its place in the receive CQ (-1: none),
   // the limit as last stored and the last region a receive named (under rq_mu_).
   EagerRing* eager_ = nullptr;
   uint64_t eager_off_ = 0;
   size_t eager_bytes_ = 0;
   int eager_place_ = -1;
-  uint32_t eager_limit_ = 0;
-  MrCache rq_mr_cache_{};
+  uint32_t eager_limit_ GUARDED_BY(rq_mu_) = 0;
+  MrCache rq_mr_cache_ GUARDED_BY(rq_mu_){};
   // Send-queue occupancy: WQEs posted (stored under sq_mu_ only, so no
   // locked instruction on the post path) minus those retired by poll_cq.
   std::atomic<uint32_t> sq_posted_{0};
   std::atomic<uint32_t> sq_retired_{0};
-  MrCache local_mr_cache_{};  // the last local MR a WQE used (under sq_mu_)
+  MrCache local_mr_cache_ GUARDED_BY(sq_mu_){};  // the last local MR a WQE used
   /// The intra-host link's engine (every QP has it: UD QPs on the network
   /// send to this host's peers through it).
   std::unique_ptr<ShmEngine> shm_engine_;
-  std::unique_ptr<NetQp> net_;
-  NetCounters* counters_ = nullptr;  // net_'s counters, in the context's segment
-  std::vector<uint32_t> mcast_;      // groups attached (IPv4, network order; under sq_mu_)
+  std::unique_ptr<NetQp> net_ GUARDED_BY(sq_mu_);
+  NetCounters* counters_ = nullptr;                 // net_'s counters, in the context's segment
+  std::vector<uint32_t> mcast_ GUARDED_BY(sq_mu_);  // groups attached (IPv4, network order)
 };
 
 /// Process-wide table of local QPs by local id (completions name their QP).

@@ -4,10 +4,10 @@
 #include <cstring>
 
 #include "core/eager.h"
-#include "core/net_engine.h"
-#include "core/notify.h"
 #include "core/qp.h"
-#include "core/trace.h"
+#include "memory/notify.h"
+#include "memory/trace.h"
+#include "net/net_engine.h"
 
 namespace uroce::core {
 
@@ -22,7 +22,7 @@ Status Qp::post_recv(uint64_t wr_id, const Sge* sge, uint32_t num_sge) {
   QpState s = state();
   if (s == QpState::kReset) return Status(EINVAL);
   NetEngine::catch_up();
-  std::lock_guard<SpinLock> g(rq_mu_);
+  Guard<SpinLock> g(rq_mu_);
   const std::atomic<uint64_t>* done = nullptr;
   if (eager_place_ >= 0) {
     if (eager_limit_) eager_vouch(sge, num_sge);

@@ -4,14 +4,14 @@
 // the QP's network engine from RTR to its close.
 #include <unistd.h>
 
-#include "core/limits.h"
-#include "core/net_engine.h"
-#include "core/net_qp.h"
-#include "core/net_route.h"
-#include "core/notify.h"
+#include "contract/limits.h"
 #include "core/qp.h"
-#include "core/trace.h"
 #include "link/ip_addr.h"
+#include "memory/notify.h"
+#include "memory/trace.h"
+#include "net/net_engine.h"
+#include "net/net_qp.h"
+#include "net/net_route.h"
 
 namespace uroce::core {
 
@@ -57,7 +57,7 @@ Status Qp::post_send(const SendWqe& w) {
           (unsigned long long)len, w.flags & send_flags::kSignaled ? " signaled" : "",
           w.flags & send_flags::kInline ? " inline" : "");
   }
-  std::lock_guard<AdaptiveLock> g(sq_mu_);
+  Guard<AdaptiveLock> g(sq_mu_);
   if (!send_cq_) return Status(EINVAL);  // XRC target QPs have no send queue
   QpState st = state();
   if (st == QpState::kReset || st == QpState::kInit || st == QpState::kRtr) return Status(EINVAL);
@@ -90,6 +90,7 @@ LinkEngine& Qp::send_engine() {
 }
 
 WcStatus Qp::check_local(const SendWqe& w, iovec* loc, size_t* nlp, uint64_t* lenp) {
+  sq_mu_.assert_held();  // the engines call it under the QP's send lock
   size_t nl = 0;
   uint64_t len = 0;
   const bool needs_local_write = w.opcode == WrOpcode::kRdmaRead || is_atomic(w.opcode);
@@ -200,7 +201,7 @@ void Qp::net_close() {
 }
 
 Status Qp::attach_mcast(const uint8_t gid[16]) {
-  std::lock_guard<AdaptiveLock> g(sq_mu_);
+  Guard<AdaptiveLock> g(sq_mu_);
   uint32_t group;
   if (type_ != QpType::kUd || !v4_multicast(gid, &group)) return Status(EINVAL);
   // Groups are joined on the network (the kernel copies each datagram to
@@ -217,7 +218,7 @@ Status Qp::attach_mcast(const uint8_t gid[16]) {
 }
 
 Status Qp::detach_mcast(const uint8_t gid[16]) {
-  std::lock_guard<AdaptiveLock> g(sq_mu_);
+  Guard<AdaptiveLock> g(sq_mu_);
   uint32_t group;
   if (type_ != QpType::kUd || !v4_multicast(gid, &group)) return Status(EINVAL);
   for (auto it = mcast_.begin(); it != mcast_.end(); ++it)
@@ -230,7 +231,7 @@ Status Qp::detach_mcast(const uint8_t gid[16]) {
 }
 
 bool Qp::mcast_attached() {
-  std::lock_guard<AdaptiveLock> g(sq_mu_);
+  Guard<AdaptiveLock> g(sq_mu_);
   return !mcast_.empty();
 }
 

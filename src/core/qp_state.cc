@@ -109,9 +109,4 @@ bool modify_is_ok(QpType type, QpState cur, QpState next, uint32_t mask) {
   return true;
 }
 
-const char* qp_state_name(QpState s) {
-  static const char* kNames[] = {"RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR", "UNKNOWN"};
-  return uint32_t(s) <= 7 ? kNames[uint32_t(s)] : "?";
-}
-
 }  // namespace uroce::core

@@ -1,29 +1,15 @@
-// A QP's attributes and the state machine's rules for them (IBA 10.3.1 /
-// table "QP state transition properties"): which attributes each
-// transition requires and which it allows, per QP type.
+// The QP state machine's rules for a QP's attributes (IBA 10.3.1 / table
+// "QP state transition properties"): which attributes each transition
+// requires and which it allows, per QP type.
 #pragma once
 
 #include <cstdint>
 
-#include "core/shm_layout.h"
-#include "core/types.h"
-#include "core/wr.h"
+#include "contract/shm_layout.h"
+#include "contract/types.h"
+#include "net/qp_attr.h"
 
 namespace uroce::core {
-
-struct QpCaps {
-  uint32_t max_send_wr, max_recv_wr, max_send_sge, max_recv_sge, max_inline_data;
-};
-
-/// Attributes a modify may carry (ibv_qp_attr, reduced).
-struct QpModifyArgs {
-  QpState state, cur_state;
-  uint32_t access_flags, pkey_index, qkey, path_mtu, dest_qpn, rq_psn, sq_psn;
-  uint8_t port_num, timeout, retry_cnt, rnr_retry, min_rnr_timer, max_rd_atomic, max_dest_rd_atomic,
-      sq_draining, en_sqd_async_notify;
-  AddressVector av;
-  QpCaps cap;
-};
 
 /// Attribute mask bits (IBV_QP_* values).
 namespace qp_attr {
@@ -64,8 +50,5 @@ inline uint32_t ignored_attrs(QpType type) {
 /// True if moving a `type` QP from `cur` to `next` with `mask` is legal:
 /// every required attribute present, nothing outside required|optional.
 bool modify_is_ok(QpType type, QpState cur, QpState next, uint32_t mask);
-
-/// Name for traces.
-const char* qp_state_name(QpState s);
 
 }  // namespace uroce::core

@@ -17,8 +17,8 @@
 
 #include "common/clock.h"
 #include "common/fork_gate.h"
-#include "core/peer_pages.h"
 #include "core/shm_engine.h"
+#include "memory/peer_pages.h"
 
 namespace uroce::core {
 

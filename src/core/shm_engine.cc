@@ -3,11 +3,11 @@
 #include <cstring>
 
 #include "common/clock.h"
+#include "contract/limits.h"
 #include "core/eager.h"
-#include "core/limits.h"
 #include "core/service.h"
-#include "core/target.h"
-#include "core/trace.h"
+#include "memory/target.h"
+#include "memory/trace.h"
 #include "wire/grh.h"
 #include "wire/ip_udp.h"
 #include "wire/opcodes.h"
@@ -52,6 +52,7 @@ const PeerQp* ShmEngine::peer_for(uint32_t qpn, PeerQp* tmp) {
 }
 
 void ShmEngine::post(const SendWqe& w) {
+  lock_.assert_held();
   const QpState st = state();
   if (st == QpState::kErr || st == QpState::kSqe) {
     flush();  // what waits completes first: completions keep the order of posting
@@ -115,7 +116,7 @@ void ShmEngine::defer(const SendWqe& w, Exec why, const ExecOut& o) {
 }
 
 bool ShmEngine::progress() {
-  std::lock_guard<AdaptiveLock> g(lock_);
+  Guard<AdaptiveLock> g(lock_);
   bool more = progress_locked();
   if (!more) wants_service_.store(false, std::memory_order_release);
   return more;
@@ -197,6 +198,7 @@ void ShmEngine::fail_front(WcStatus st) {
 }
 
 void ShmEngine::flush() {
+  lock_.assert_held();
   // (The deferred WQE's buffers live in the deque: each completes before it goes.)
   while (!deferred_.empty()) {
     complete(deferred_.front().w, WcStatus::kWrFlushErr, 0);
@@ -205,6 +207,7 @@ void ShmEngine::flush() {
 }
 
 void ShmEngine::drain(bool on) {
+  lock_.assert_held();
   if (on) {
     // Work executes at post time or waits deferred: nothing is in flight.
     owner_.drained();
@@ -216,6 +219,7 @@ void ShmEngine::drain(bool on) {
 }
 
 void ShmEngine::reset() {
+  lock_.assert_held();
   deferred_.clear();
   unsignaled_ = 0;
   peer_ = PeerQp{};

@@ -12,9 +12,9 @@
 // which also produces every error completion.
 #include <cstring>
 
-#include "core/peer_pages.h"
 #include "core/shm_engine.h"
-#include "core/target.h"
+#include "memory/peer_pages.h"
+#include "memory/target.h"
 
 namespace uroce::core {
 

@@ -2,9 +2,9 @@
 
 #include <unistd.h>
 
+#include "contract/limits.h"
 #include "core/cq.h"
-#include "core/limits.h"
-#include "core/net_engine.h"
+#include "net/net_engine.h"
 
 namespace uroce::core {
 
@@ -66,7 +66,7 @@ Srq::~Srq() {
 Status Srq::post(uint64_t wr_id, const Sge* sge, uint32_t num_sge) {
   NetEngine::catch_up();  // packets that came before this receive go first
   if (num_sge > ring_->max_sge) return Status(EINVAL);
-  std::lock_guard<SpinLock> g(mu_);
+  Guard<SpinLock> g(mu_);
   if (!rq_post(ctx_->seg().base(), ring_, wr_id, sge, num_sge, &head_seen_, &ctx_->seg().bound())) {
     if (!ctx_->seg().bound().corrupt.load(std::memory_order_relaxed)) return Status(ENOMEM);
     ctx_->own_segment_corrupt();

@@ -9,7 +9,7 @@
 #include "common/spin_lock.h"
 #include "common/status.h"
 #include "core/context.h"
-#include "core/rq_ring.h"
+#include "memory/rq_ring.h"
 
 namespace uroce::core {
 
@@ -50,7 +50,7 @@ class Srq {
   size_t bytes_ = 0;
   Cq* xrc_cq_ = nullptr;
   SpinLock mu_;
-  uint64_t head_seen_ = 0;  // private copy of the ring's head (see rq_post), under mu_
+  uint64_t head_seen_ GUARDED_BY(mu_) = 0;  // private copy of the ring's head (see rq_post)
 };
 
 }  // namespace uroce::core

@@ -26,7 +26,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/cm_protocol.h"
+#include "contract/cm_protocol.h"
 #include "link/ip_addr.h"
 #include "wire/cm_mad.h"
 

@@ -25,8 +25,8 @@
 #include <vector>
 
 #include "common/fn_ref.h"
-#include "core/device_info.h"
-#include "core/net_forward.h"
+#include "contract/device_info.h"
+#include "contract/inbox.h"
 #include "link/udp_link.h"
 
 namespace uroce::daemon {

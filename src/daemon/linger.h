@@ -22,7 +22,7 @@
 #include <memory>
 
 #include "common/fn_ref.h"
-#include "core/net_forward.h"
+#include "contract/inbox.h"
 #include "link/udp_link.h"
 #include "transport/rc_responder.h"
 

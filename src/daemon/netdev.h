@@ -5,7 +5,7 @@
 
 #include <vector>
 
-#include "core/device_info.h"
+#include "contract/device_info.h"
 
 namespace uroce::daemon {
 

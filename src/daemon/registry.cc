@@ -320,6 +320,7 @@ int Registry::report(int32_t uroced_pid) const {
           r.type = __atomic_load_n(&q.qp_type, __ATOMIC_RELAXED);
           r.state = q.state.load(std::memory_order_acquire);
           r.dest_qpn = __atomic_load_n(&q.dest_qpn, __ATOMIC_RELAXED);
+          r.link = q.link.load(std::memory_order_relaxed);  // any value: named "?" by the tool
           memcpy(r.dev, dev.c_str(), std::min(dev.size(), sizeof(r.dev) - 1));
           if (k) {
             r.has_counters = 1;

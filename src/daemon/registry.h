@@ -10,10 +10,10 @@
 
 #include "common/fn_ref.h"
 #include "common/status.h"
-#include "core/limits.h"
-#include "core/qp_directory.h"
-#include "core/report.h"
-#include "core/shm_layout.h"
+#include "contract/limits.h"
+#include "contract/qp_directory.h"
+#include "contract/report.h"
+#include "contract/shm_layout.h"
 
 namespace uroce::daemon {
 

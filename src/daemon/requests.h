@@ -20,8 +20,8 @@
 #include <memory>
 #include <vector>
 
-#include "core/control_protocol.h"
-#include "core/device_info.h"
+#include "contract/control_protocol.h"
+#include "contract/device_info.h"
 #include "daemon/linger.h"
 #include "daemon/registry.h"
 #include "daemon/xdp_ports.h"

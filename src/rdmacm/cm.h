@@ -23,7 +23,7 @@
 #include <mutex>
 #include <vector>
 
-#include "core/cm_protocol.h"
+#include "contract/cm_protocol.h"
 
 namespace uroce::rdmacm {
 

@@ -15,7 +15,7 @@
 #include <unordered_map>
 
 #include "common/unix_socket.h"
-#include "core/control_protocol.h"
+#include "contract/control_protocol.h"
 
 namespace uroce::rdmacm {
 namespace {

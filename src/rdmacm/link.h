@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-#include "core/cm_protocol.h"
+#include "contract/cm_protocol.h"
 #include "rdmacm/cm.h"
 
 namespace uroce::rdmacm {

@@ -9,8 +9,8 @@
 #include <unordered_set>
 
 #include "common/export.h"
-#include "core/limits.h"
-#include "core/notify.h"
+#include "contract/limits.h"
+#include "memory/notify.h"
 #include "verbs/objects.h"
 
 namespace uroce::verbs {

@@ -10,13 +10,13 @@
 #include <memory>
 #include <vector>
 
+#include "contract/device_info.h"
+#include "contract/types.h"
 #include "core/context.h"
 #include "core/cq.h"
-#include "core/device_info.h"
 #include "core/device_memory.h"
 #include "core/qp.h"
 #include "core/srq.h"
-#include "core/types.h"
 
 namespace uroce::verbs {
 

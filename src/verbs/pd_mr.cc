@@ -3,7 +3,7 @@
 #include <cstring>
 
 #include "common/export.h"
-#include "core/limits.h"
+#include "contract/limits.h"
 #include "verbs/objects.h"
 
 // verbs.h turns these names into inline wrappers; we define the real symbols.

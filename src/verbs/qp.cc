@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "common/export.h"
-#include "core/limits.h"
+#include "contract/limits.h"
 #include "core/qp_state.h"
 #include "verbs/objects.h"
 

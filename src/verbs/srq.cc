@@ -6,7 +6,7 @@
 #include <cstring>
 
 #include "common/export.h"
-#include "core/limits.h"
+#include "contract/limits.h"
 #include "verbs/objects.h"
 
 namespace uroce::verbs {

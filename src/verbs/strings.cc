@@ -18,7 +18,7 @@
 #include <cstring>
 
 #include "common/export.h"
-#include "core/names.h"
+#include "contract/names.h"
 
 namespace {
 

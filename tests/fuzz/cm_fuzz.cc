@@ -30,7 +30,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "core/cm_protocol.h"
+#include "contract/cm_protocol.h"
 #include "daemon/cm_service.h"
 #include "wire/cm_mad.h"
 

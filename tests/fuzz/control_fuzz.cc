@@ -26,8 +26,8 @@
 #include <cstdint>
 #include <cstring>
 
-#include "core/control_protocol.h"
-#include "core/shm_layout.h"
+#include "contract/control_protocol.h"
+#include "contract/shm_layout.h"
 #include "daemon/requests.h"
 
 using namespace uroce;

@@ -14,7 +14,7 @@
 #include <cstring>
 #include <string>
 
-#include "core/shm_layout.h"
+#include "contract/shm_layout.h"
 #include "fault/errors/peer_protocol.h"
 
 namespace uroce::fault {

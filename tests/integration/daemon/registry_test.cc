@@ -11,8 +11,8 @@
 
 #include <set>
 
-#include "core/qp_directory.h"
-#include "core/segment.h"
+#include "contract/qp_directory.h"
+#include "memory/segment.h"
 
 namespace uroce::daemon {
 namespace {

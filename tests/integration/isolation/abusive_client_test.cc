@@ -28,9 +28,9 @@
 
 #include "common/clock.h"
 #include "common/unix_socket.h"
-#include "core/control_protocol.h"
-#include "core/limits.h"
-#include "core/shm_layout.h"
+#include "contract/control_protocol.h"
+#include "contract/limits.h"
+#include "contract/shm_layout.h"
 
 using namespace uroce;
 using control::MsgType;

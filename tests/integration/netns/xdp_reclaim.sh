@@ -8,6 +8,7 @@
 # Usage: xdp_reclaim.sh PORT
 # 1. an ibv_rc_pingpong pair with endless iterations; both killed (SIGKILL)
 #    once they are under way;
+#    `uroce res qp` must show the server's QP on the AF_XDP link ("xdp");
 # 2. the XDP program must leave the server's interface (the kernel says so);
 # 3. a fresh pair (../debian/run_pair.sh) must pass;
 # 4. `uroce stat` (UROCE_CLI) on the server's side must show the device's QPs
@@ -37,6 +38,14 @@ for _ in $(seq 200); do xdp_on && break; sleep 0.05; done
 if ! xdp_on; then
   echo "FAIL: no XDP program on the server's interface while the pair runs"
   cat "$work/s1.out" "$work/c1.out"
+  exit 1
+fi
+# `uroce res qp` names the link the server's QP really takes (DEV QPN PID
+# TYPE STATE DEST_QPN LINK).
+res=$("${in_server[@]}" "${UROCE_CLI:?the uroce tool}" res qp)
+echo "$res"
+if ! echo "$res" | awk '$1 == "uroce_rnic0" && $5 == "RTS" { print $7 }' | grep -qx xdp; then
+  echo "FAIL: uroce res qp does not show the server's QP on the AF_XDP link"
   exit 1
 fi
 sleep 0.5

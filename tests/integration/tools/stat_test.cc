@@ -123,6 +123,29 @@ TEST(UroceTool, CountersMoveByWhatTheFaultInjectorDid) {
   EXPECT_NE(lj.find("\"ip\":\"127.0.0.1\""), std::string::npos) << lj;
 }
 
+// `uroce res qp` names the link each QP really takes: the network link's
+// QPs above say "udp"; two QPs of this host on the shared-memory link say
+// "shm" (the AF_XDP link's "xdp": netns/xdp_reclaim.sh).
+TEST(UroceTool, ResQpShowsTheSharedMemoryLink) {
+  ASSERT_NE(getenv("UROCE_TOOL"), nullptr) << "set by CTest";
+  EndConfig cfg;
+  std::string err;
+  unsetenv("UROCE_LINK");  // the agents choose as any program does: shared memory on one host
+  auto a = Agent::start(cfg, &err);
+  auto b = a ? Agent::start(cfg, &err) : nullptr;
+  setenv("UROCE_LINK", "udp", 1);
+  ASSERT_TRUE(a && b) << err;
+  ASSERT_TRUE(a->connect(b->info())) << a->error();
+  ASSERT_TRUE(b->connect(a->info())) << b->error();
+  const std::string qj = run_tool("res qp -j");
+  for (uint32_t qpn : {a->info().qpn, b->info().qpn}) {
+    const std::regex re(
+        "\\{\"dev\":\"uroce_lo\",\"qpn\":" + std::to_string(qpn) +
+        ",\"pid\":[0-9]+,\"type\":\"RC\",\"state\":\"RTS\",\"dest_qpn\":[0-9]+,\"link\":\"shm\"\\}");
+    EXPECT_TRUE(std::regex_search(qj, re)) << "QP " << qpn << " in " << qj;
+  }
+}
+
 TEST(UroceTool, AnUnknownQpIsAnError) {
   EXPECT_NE(run_tool("stat --qp 1").find("no QP 1"), std::string::npos);
 }

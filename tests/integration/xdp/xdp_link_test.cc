@@ -26,8 +26,8 @@
 #include <thread>
 #include <vector>
 
-#include "core/control_protocol.h"
-#include "core/shm_layout.h"
+#include "contract/control_protocol.h"
+#include "contract/shm_layout.h"
 #include "daemon/requests.h"
 #include "daemon/xdp_ports.h"
 #include "daemon/xdp_steer.h"

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "contract/names.h"
+
 namespace uroce::core {
 namespace {
 

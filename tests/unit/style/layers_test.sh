@@ -57,19 +57,27 @@ allowed() {  # <layer> <source> <header>...
     fi
   done
 }
-refused common common/log.cc wire/packet.h transport/psn.h link/udp_link.h core/qp.h
+refused common common/log.cc wire/packet.h transport/psn.h link/udp_link.h contract/shm_layout.h core/qp.h
 allowed wire wire/packet.cc common/log.h
-refused wire wire/packet.cc transport/psn.h link/udp_link.h core/qp.h
+refused wire wire/packet.cc transport/psn.h link/udp_link.h contract/shm_layout.h core/qp.h
 allowed transport transport/rc_requester.cc wire/packet.h common/log.h
-refused transport transport/rc_requester.cc link/udp_link.h core/qp.h daemon/registry.h
+refused transport transport/rc_requester.cc link/udp_link.h contract/shm_layout.h core/qp.h daemon/registry.h
 allowed link link/udp_link.cc wire/packet.h common/log.h
-refused link link/udp_link.cc transport/psn.h core/qp.h
-allowed core core/qp.cc transport/rc_requester.h link/udp_link.h wire/packet.h
+refused link link/udp_link.cc transport/psn.h contract/shm_layout.h core/qp.h
+allowed contract contract/control_client.cc transport/rc_requester.h link/udp_link.h wire/packet.h
+refused contract contract/control_client.cc memory/segment.h net/net_qp.h core/qp.h daemon/registry.h
+allowed memory memory/target.cc contract/shm_layout.h link/shm_link.h wire/grh.h
+refused memory memory/target.cc net/net_qp.h core/qp.h daemon/registry.h verbs/objects.h
+allowed net net/net_qp.cc memory/target.h contract/shm_layout.h transport/rc_requester.h link/udp_link.h
+refused net net/net_qp.cc core/qp.h daemon/registry.h verbs/objects.h rdmacm/cm.h
+allowed core core/qp.cc net/net_qp.h memory/target.h contract/shm_layout.h transport/rc_requester.h
 refused core core/qp.cc daemon/registry.h verbs/objects.h rdmacm/cm.h
-allowed daemon daemon/registry.cc core/qp.h
-refused daemon daemon/registry.cc verbs/objects.h rdmacm/cm.h
+allowed daemon daemon/registry.cc contract/shm_layout.h transport/rc_responder.h link/udp_link.h
+refused daemon daemon/registry.cc memory/segment.h net/net_qp.h core/qp.h verbs/objects.h rdmacm/cm.h
 allowed verbs verbs/qp.cc core/qp.h
 refused verbs verbs/qp.cc daemon/registry.h rdmacm/cm.h
+allowed rdmacm rdmacm/id.cc contract/cm_protocol.h contract/control_protocol.h
+refused rdmacm rdmacm/id.cc memory/segment.h net/net_qp.h core/qp.h daemon/registry.h verbs/objects.h
 
 if grep -rnE '#include "\.\./' "$src/src" "$src/tools"; then
   echo "FAIL: relative includes reach around the layers"; fail=1

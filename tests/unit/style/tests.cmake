@@ -10,3 +10,8 @@ set_tests_properties(style_layers_test PROPERTIES LABELS unit TIMEOUT 120)
 # UROCE_ENV_* macros and the README's table agree.
 add_test(NAME style_env_table_test COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/env_table_test.sh ${PROJECT_SOURCE_DIR})
 set_tests_properties(style_env_table_test PROPERTIES LABELS unit TIMEOUT 30)
+# Clang's thread-safety analysis over the annotated sources (core, net,
+# memory: docs/threads.md), with each file's own flags (~30 s).
+add_test(NAME style_thread_safety
+         COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/thread_safety_test.sh ${PROJECT_SOURCE_DIR} ${CMAKE_BINARY_DIR})
+set_tests_properties(style_thread_safety PROPERTIES LABELS unit TIMEOUT 300 SKIP_RETURN_CODE 77 PROCESSORS 2)
