@@ -6,9 +6,13 @@
 # "Permission denied") and so does a pingpong, while root's own programs on
 # that daemon still work. At d6939fc the nobody process was served: it
 # opened the device and connected a QP to a root process's.
+#
+# Every program here, root's and nobody's, runs on a copy of the library
+# and uroced in a directory user nobody can read (../other_user_lib.sh):
+# the build tree may sit in a mode-0700 directory, as a clone in /root does.
 set -u
-lib=${UROCE_LIBDIR:?UROCE_LIBDIR (set by CTest)}
-uroced=${UROCE_UROCED:?UROCE_UROCED (set by CTest)}
+# shellcheck source=../other_user_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../other_user_lib.sh"
 fail() {
   echo "FAIL: $*"
   exit 1
@@ -26,13 +30,16 @@ id nobody >/dev/null 2>&1 || {
   exit 77
 }
 as_nobody() { setpriv --reuid=nobody --regid=nogroup --clear-groups env "$@"; }
-as_nobody test -r "$lib/libibverbs.so.1" || fail "user nobody cannot read $lib/libibverbs.so.1 (the test would load another library)"
+copy_for_user as_nobody
+trap 'rm -rf "$user_copy"' EXIT
+lib=$UROCE_LIBDIR
+uroced=$UROCE_UROCED
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/uroce-other-user.XXXXXX") || exit 1
 export UROCED_IDLE_MS=20000
 "$uroced" </dev/null >"$work/uroced.log" 2>&1 &
 daemon=$!
-trap 'kill "$daemon" 2>/dev/null; wait "$daemon" 2>/dev/null; rm -rf "$work"' EXIT
+trap 'kill "$daemon" 2>/dev/null; wait "$daemon" 2>/dev/null; rm -rf "$work" "$user_copy"' EXIT
 
 # root, on its own daemon: the devices are listed (the daemon is up).
 ok=0

@@ -4,11 +4,15 @@
 # uroced it starts has no capabilities) between the two hosts of
 # ../netns/with_netns.sh, with UROCE_LINK_XDP unset (the default: AF_XDP when lent), must
 # pass, and each side must log exactly one line naming the missing
-# capabilities (UROCE_LOG=info).
+# capabilities (UROCE_LOG=info). The pair runs on a copy of the library
+# and uroced in a directory user nobody can read (../other_user_lib.sh):
+# the build tree may sit in a mode-0700 directory, as a clone in /root does.
 #
 # Usage: xdp_noprivs.sh PORT
 set -u
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=../other_user_lib.sh
+source "$here/../other_user_lib.sh"
 port=$1
 command -v setpriv >/dev/null 2>&1 || { echo "SKIP: setpriv not installed (util-linux)"; exit 77; }
 command -v ibv_rc_pingpong >/dev/null 2>&1 || { echo "SKIP: ibv_rc_pingpong not installed"; exit 77; }
@@ -18,7 +22,8 @@ export UROCE_LOG=info
 # capabilities left; in its namespace (ip netns exec needs root: it comes first).
 nobody=(setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all --bounding-set=-all)
 out=$(mktemp "${TMPDIR:-/tmp}/uroce-noprivs.XXXXXX")
-trap 'rm -f "$out"' EXIT
+trap 'rm -rf "$out" "$user_copy"' EXIT
+copy_for_user "${nobody[@]}"
 chmod 644 "$out"
 UROCE_AS="${nobody[*]}" bash "$here/../debian/run_pair.sh" "$port" ibv_rc_pingpong -d uroce_rnic0 -g 1 -c -n 100 \
   -s 4096 >"$out" 2>&1
