@@ -4,7 +4,9 @@
 # as its HOWTO describes: a server (rw=read, listening on PORT) and a client
 # (rw=write, hostname 127.0.0.1) in one of the engine's modes.
 #
-# Usage: run_fio.sh PORT MODE     MODE: write | read | send (fio's verb=)
+# Usage: run_fio.sh PORT MODE [--server-iodepth N]
+#   MODE: write | read | send (fio's verb=)
+#   --server-iodepth N: the server's iodepth (fio's default is 1)
 #
 # write, read: the client moves 16 MiB with RDMA WRITEs or READs into or
 #   out of the server's buffers and tells it it is done. Pass: both exit 0
@@ -23,6 +25,9 @@
 #   (exit 0, both sides err=0: the receiver kept up) or reports that RNR
 #   error well within the limit -- the error completion reached fio through
 #   its armed completion channel. Any other outcome fails.
+# send --server-iodepth 256: the server posts a receive for each of the 256
+#   blocks before the client starts (fio's client sleeps 0.5 s after
+#   connecting for that), so no SEND can find none. Pass: it completes.
 #
 # Exit: 0 pass, 1 fail, 2 usage, 77 skipped (fio not installed).
 # Bounded: FIO_TIMEOUT_S (default 40) seconds for the pair. Every fio
@@ -34,8 +39,14 @@ set -u
 # shellcheck source=../proc_lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../proc_lib.sh"
 
-if (($# != 2)) || [[ $2 != write && $2 != read && $2 != send ]]; then
-  echo "usage: $0 PORT write|read|send" >&2
+server_args=()
+if (($# == 4)) && [[ $3 == --server-iodepth ]]; then
+  server_args=(--iodepth="$4")
+elif (($# != 2)); then
+  set --
+fi
+if (($# < 2)) || [[ $2 != write && $2 != read && $2 != send ]]; then
+  echo "usage: $0 PORT write|read|send [--server-iodepth N]" >&2
   exit 2
 fi
 port=$1
@@ -81,8 +92,8 @@ deadline=$((SECONDS + limit_s))
 cd "$work" || exit 1
 : >"$work/server.out"
 : >"$work/client.out"
-echo "+ fio --name=server ${common[*]} --rw=read"
-"${linebuf[@]}" fio --name=server "${common[@]}" --rw=read >"$work/server.out" 2>&1 &
+echo "+ fio --name=server ${common[*]} --rw=read ${server_args[*]}"
+"${linebuf[@]}" fio --name=server "${common[@]}" --rw=read "${server_args[@]}" >"$work/server.out" 2>&1 &
 server_pid=$!
 # The client does not retry a rejected connect: start it once the server
 # listens (it prints this right after rdma_listen).
@@ -156,7 +167,7 @@ if completed; then
   echo "PASS: fio rdma verb=$mode: 16 MiB, both sides exited 0"
   exit 0
 fi
-if [[ $mode == send && -n $rnr_at ]]; then
+if [[ $mode == send && -n $rnr_at && ${#server_args[@]} -eq 0 ]]; then
   if running client; then
     echo "PASS: fio rdma verb=send: the client reported the RNR error after ${rnr_at}s" \
       "(fio then waits in ibv_get_cq_event, as on kernel rxe: killed)"
