@@ -15,6 +15,8 @@ packages=(
   # libfabric's fi_pingpong: the unmodified binaries the integration tests
   # and the demo run
   libibverbs-dev librdmacm-dev ibverbs-utils perftest qperf libfabric-bin
+  # fio and its rdma engine (librdmacm + libibverbs): tests/integration/fio
+  fio
   # rdma-core's own test suite (pyverbs) and its Python bindings: the
   # conformance tests run it against uroce's library
   python3-pyverbs

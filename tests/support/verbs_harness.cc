@@ -356,7 +356,7 @@ ibv_qp* create_qp(ibv_pd* pd, ibv_qp_type type, ibv_cq* scq, ibv_cq* rcq, ibv_sr
 }
 
 bool connect_qp(ibv_qp* qp, ibv_qp_type type, const WireInfo& peer, uint32_t qkey, std::string* err,
-                uint32_t flow_label) {
+                uint32_t flow_label, uint8_t rnr_retry) {
   ibv_qp_attr a;
   memset(&a, 0, sizeof(a));
   a.qp_state = IBV_QPS_INIT;
@@ -408,7 +408,7 @@ bool connect_qp(ibv_qp* qp, ibv_qp_type type, const WireInfo& peer, uint32_t qke
     const char* t = getenv("UROCE_TEST_QP_TIMEOUT");
     a.timeout = t && *t ? uint8_t(atoi(t)) : 14;
     a.retry_cnt = 7;
-    a.rnr_retry = 7;
+    a.rnr_retry = rnr_retry;
     a.max_rd_atomic = 16;
     mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
   }

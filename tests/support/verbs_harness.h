@@ -208,9 +208,10 @@ struct QpCaps {
 ibv_qp* create_qp(ibv_pd* pd, ibv_qp_type type, ibv_cq* scq, ibv_cq* rcq, ibv_srq* srq, const QpCaps& caps);
 /// RESET -> INIT -> RTR -> RTS. RC/UC use `peer` (qpn, gid) as the path with
 /// is_global=1, sgid_index gid_index() and `flow_label`; UD ignores `peer`
-/// and uses `qkey`.
+/// and uses `qkey`. RC: `rnr_retry` (7 = retry for ever; 0 = an RNR NAK
+/// fails the WR at once, as librdmacm's programs that leave it 0 get).
 bool connect_qp(ibv_qp* qp, ibv_qp_type type, const WireInfo& peer, uint32_t qkey, std::string* err,
-                uint32_t flow_label = 0);
+                uint32_t flow_label = 0, uint8_t rnr_retry = 7);
 /// Address handle to `gid` through GID gid_index().
 ibv_ah* create_ah(ibv_pd* pd, const uint8_t gid[16]);
 
