@@ -6,7 +6,8 @@ set_tests_properties(style_format_check PROPERTIES LABELS unit TIMEOUT 60 SKIP_R
 add_test(NAME style_layers_test
          COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/layers_test.sh ${PROJECT_SOURCE_DIR} ${CMAKE_BINARY_DIR}/layers_test)
 set_tests_properties(style_layers_test PROPERTIES LABELS unit TIMEOUT 120)
-# The environment variables: the code's getenv names, the header's
-# UROCE_ENV_* macros and the README's table agree.
-add_test(NAME style_env_table_test COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/env_table_test.sh ${PROJECT_SOURCE_DIR})
+# The environment variables: the README's table (the one list) against the
+# code's getenv names and defaults, the header's UROCE_ENV_* macros, and the
+# man pages' ENVIRONMENT sections made from it (man/env_section.py).
+add_test(NAME style_env_table_test COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/env_table_test.py ${PROJECT_SOURCE_DIR})
 set_tests_properties(style_env_table_test PROPERTIES LABELS unit TIMEOUT 30)
