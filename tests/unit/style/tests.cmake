@@ -11,3 +11,7 @@ set_tests_properties(style_layers_test PROPERTIES LABELS unit TIMEOUT 120)
 # man pages' ENVIRONMENT sections made from it (man/env_section.py).
 add_test(NAME style_env_table_test COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/env_table_test.py ${PROJECT_SOURCE_DIR})
 set_tests_properties(style_env_table_test PROPERTIES LABELS unit TIMEOUT 30)
+# Docs are a reference: no plan, no narrated history or dated log, and none
+# of the false claims issue 30 corrected (each rule checks its own sample).
+add_test(NAME style_docs_claims_test COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/docs_claims_test.py ${PROJECT_SOURCE_DIR})
+set_tests_properties(style_docs_claims_test PROPERTIES LABELS unit TIMEOUT 30)
