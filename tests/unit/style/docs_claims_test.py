@@ -41,7 +41,7 @@ RULES = [
      "| `libfmt-dev` | formatting for tools to come; nothing uses it yet |"),
     ("narrated history", r"\b(?:used to|at first|until this change|before this (?:change|work)|"
                          r"what was wrong|as built since|(?:since|until|before) issue \d+|"
-                         r"found on the way)\b|^\s*- before:", ALL,
+                         r"found on the way|so far)\b|^\s*- before:", ALL,
      "history belongs in the commit log",
      "- Before: an IPv6 GID silently fell back to the shared-memory link"),
     ("issue in a heading", r"^#+ .*\bissue \d+", DOCS,
