@@ -5,11 +5,12 @@
 // What the kernel's CM does for a process, this does for a client: a port
 // taken by one id is refused to another (EADDRINUSE); a connect to an
 // address of this host with no listener is REJECTED (reason 8, invalid
-// service ID; after 50 ms, in case the listener comes: see connect()), one to
-// an address of no device here is UNREACHABLE (the wire
-// CM is not built yet); when a client goes, the peers of its ids are told
-// (DISCONNECTED once connected, REJECTED while connecting) and its ports are
-// free again.
+// service ID; after 50 ms, in case the listener comes: see connect()); one to
+// another host's address goes on the wire as the IBTA CM's MADs to QP1
+// (cm_wire.cc), and is UNREACHABLE when no QP1 serves its source address
+// (-ENETUNREACH) or the other side never answers (-ETIMEDOUT); when a client
+// goes, the peers of its ids are told (DISCONNECTED once connected, REJECTED
+// while connecting) and its ports are free again.
 #pragma once
 
 #include <sys/types.h>

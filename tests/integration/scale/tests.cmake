@@ -28,8 +28,8 @@ endforeach()
 # passed at that load (56 and 77 s; 162 timeouts of the 10^6 messages).
 # It runs alone: beside other tests on two cores the receiving process falls
 # behind, its socket queue delays retransmissions past 8 timeouts and the
-# sender rightly ends in RETRY_EXC_ERR (seen once with ctest -j2; traced in
-# docs/network-link.md, next steps 0).
+# sender rightly ends in RETRY_EXC_ERR (seen once with ctest -j2;
+# docs/network-link.md, "Limits").
 uroce_gtest_variant(scale_message_flood_test udp_faults LABEL fault TIMEOUT 300
                     ENV UROCE_LINK=udp "UROCE_FAULTS=drop=0.1,dup=0.05,reorder=0.05,corrupt=0.02,seed=3"
                         UROCE_TEST_QP_TIMEOUT=12)
