@@ -1,5 +1,5 @@
 // uroce link, uroce stat, uroce res qp: what uroced serves and what its QPs
-// counted (status.cc), read from uroced's report (core/report.h).
+// counted (status.cc), read from uroced's report (contract/report.h).
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,5 @@
 // uroce trace -- COMMAND: the command's processes write UROCE_TRACE files
-// (core/trace.h); this merges them into one timeline per QP.
+// (memory/trace.h); this merges them into one timeline per QP.
 #pragma once
 
 #include <string>

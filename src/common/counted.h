@@ -1,7 +1,7 @@
 // A block of counters (a struct of uint64_t) kept by one object and written
 // by one thread at a time, which can be pointed at memory others read — a
 // QP's counters go to its owner's shared segment, where uroced and
-// `uroce stat` read them (core/counters.h) — at no cost beyond a pointer.
+// `uroce stat` read them (contract/counters.h) — at no cost beyond a pointer.
 #pragma once
 
 namespace uroce {

@@ -51,6 +51,8 @@ enum EventType : uint32_t {
 /// enum rdma_port_space values of the port spaces whose ids use UD QPs.
 constexpr uint32_t kPsIpoib = 0x0002;
 constexpr uint32_t kPsUdp = 0x0111;
+/// The Q_Key the kernel's CM gives those ids' UD QPs (RDMA_UDP_QKEY).
+constexpr uint32_t kUdpQkey = 0x01234567;
 
 /// REJ reasons (IBTA vol. 1, 12.6.7.2) the CM reports as REJECTED's status.
 constexpr int kRejTimeout = 1;

@@ -238,7 +238,7 @@ const void* ControlClient::map_table(const Request& req, size_t bytes, uint64_t 
 
 void ControlClient::map_qp_directory() {
   // Once per process, as the id-watch table. Without it every resolution
-  // asks uroced. Faulted in now, not on the first resolution (core/qp_directory.h).
+  // asks uroced. Faulted in now, not on the first resolution (contract/qp_directory.h).
   if (qp_directory()) return;
   Request req{};
   req.type = uint32_t(MsgType::kQpDirectory);

@@ -64,7 +64,7 @@ class ControlClient {
   /// The host-wide XRC domain id for the file (dev, ino); (0, 0) = a new private one.
   Result<uint32_t> open_xrcd(uint64_t dev, uint64_t ino);
   /// A memfd holding uroced's report of the QPs and devices it serves
-  /// (core/report.h), the caller's to close.
+  /// (contract/report.h), the caller's to close.
   Result<int> report();
   /// The AF_XDP link (daemon/xdp_ports.h): an unbound AF_XDP socket for
   /// queue 0 of interface `ifindex` (the caller's), lent to this process;

@@ -40,10 +40,10 @@ enum class MsgType : uint32_t {
   // wire (link/id_watch.h), or none
   kIdWatch = 12,
   // -> a read-only fd of uroced's directory of the host's QP numbers
-  // (core/qp_directory.h)
+  // (contract/qp_directory.h)
   kQpDirectory = 13,
   // -> a memfd with a report of every QP and device uroced serves, with
-  // their counters (core/report.h)
+  // their counters (contract/report.h)
   kReport = 14,
   // The AF_XDP link (daemon/xdp_ports.h), arg[0] = interface index:
   // -> a fresh AF_XDP socket for the interface's queue 0 (EBUSY: another

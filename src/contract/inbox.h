@@ -4,7 +4,7 @@
 //
 // Each RC/UC flow is received on <local IP>:4791 by a socket connected to
 // <peer IP>:<the flow's UDP source port>, and that port comes from the flow
-// label, or from the QPN pair when the label is 0 (core/net_qp.cc,
+// label, or from the QPN pair when the label is 0 (net/net_qp.cc,
 // udp_sport). Flows whose ports coincide have receiving sockets with the
 // same four addresses, and Linux hands every datagram of them to one of
 // those sockets, whatever QP it names. That happens to all flows between
@@ -86,7 +86,7 @@ class NetForwarder {
 };
 
 /// A process's inbox for packets other processes pass on.
-class NetInbox {
+class NetInbox final : public link::PacketSource {
  public:
   /// Opens and binds the inbox of `owner`: this process's (one per process),
   /// or kGsiOwner's in uroced.
@@ -96,10 +96,10 @@ class NetInbox {
   NetInbox& operator=(const NetInbox&) = delete;
 
   /// Readable when packets wait (epoll).
-  int fd() const { return fd_; }
+  int fd() const override { return fd_; }
   /// Hands what waits, at most `max` packets, to `on_packet`; never blocks.
   /// Returns how many were read; `more`: whether more may wait.
-  int poll(link::UdpEndpoint::OnPacket on_packet, int max, bool* more = nullptr);
+  int poll(OnPacket on_packet, int max, bool* more = nullptr) override;
   /// Datagrams refused: from another user's process, or malformed.
   uint64_t refused() const { return refused_; }
 

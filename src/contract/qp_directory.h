@@ -4,7 +4,7 @@
 //
 // A process that moves a QP to RTR, or sends a datagram, needs the target
 // QP's place: the owner's context and the QP's offset in its segment
-// (core/peer_map.h). Asking uroced costs a round trip through two processes
+// (memory/peer_map.h). Asking uroced costs a round trip through two processes
 // on every new peer QP — the largest part of a connection's set-up through
 // the CM. The table answers without one when the owner's segment is
 // already mapped here; a miss, or an owner not mapped yet, asks uroced as

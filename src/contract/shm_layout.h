@@ -41,7 +41,7 @@ struct alignas(kCacheLine) SegHeader {
   alignas(8) uint8_t owner_lock[40];
   /// The device this context opened ("uroce_lo"), for uroced's reports.
   char dev_name[24];
-  /// The NetCounters of the context's QPs that are gone (core/counters.h),
+  /// The NetCounters of the context's QPs that are gone (contract/counters.h),
   /// or 0 before its first network QP. Stored once by the owner (release).
   std::atomic<uint64_t> counters_off;
 };
@@ -72,7 +72,7 @@ struct alignas(kCacheLine) MrEntry {
   uint64_t iova;    // first address as work requests name it
   uint64_t length;
   uint64_t vaddr;  // where iova lives in the owner's address space
-  // Shared pages (core/mr_backing.h): the owner's memfd number (-1: none),
+  // Shared pages (memory/mr_backing.h): the owner's memfd number (-1: none),
   // its inode, and the owner address of the memfd's offset 0.
   int32_t share_fd;
   uint32_t win_qpn;  // a type 2 window (access::kWindow2): the QP it was bound through
@@ -327,7 +327,7 @@ struct alignas(kCacheLine) QpShm {
   /// The link its packets take (QpLink), for `uroce res qp`; set by the
   /// owner at RTR.
   std::atomic<uint32_t> link;
-  /// The QP's NetCounters (core/counters.h) while it has a network link,
+  /// The QP's NetCounters (contract/counters.h) while it has a network link,
   /// else 0. The owner stores it (release) after zeroing the block.
   std::atomic<uint64_t> counters_off;
   /// Its EagerRing (small SENDs in one line), or 0: set at creation, before
@@ -352,7 +352,7 @@ inline bool state_can_receive(QpState s) {
 /// The one move of a QP's state to ERR on an error (IBA 10.3.1, 10.8.3),
 /// made by whoever finds it: the owner (a failed WQE, a responder error
 /// found at its own poll or on its network link), a peer acting as its NIC
-/// on the intra-host link (core/target.h), uroced when the owner dies. Only
+/// on the intra-host link (memory/target.h), uroced when the owner dies. Only
 /// a working QP (state_can_receive) moves; true if this call moved it, so
 /// that exactly one caller does what follows once (the async event).
 /// ibv_modify_qp's move to ERR is a transition of the owner's (core::Qp).

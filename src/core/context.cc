@@ -159,7 +159,7 @@ Context::~Context() {
   if (async_fd_ >= 0) close(async_fd_);
 }
 
-/// Regions peers write into or read from get shared pages (core/mr_backing.h).
+/// Regions peers write into or read from get shared pages (memory/mr_backing.h).
 /// On-demand regions never do: every access goes through the process's
 /// mapping as it is then (process_vm_* or the owner's own copy), which is
 /// what ODP promises (pages faulted in on use, new mappings followed).

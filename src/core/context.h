@@ -34,7 +34,7 @@ class Context {
   ~Context();
 
   const DeviceInfo& dev() const { return dev_; }
-  /// A zeroed NetCounters block in this context's segment (core/counters.h).
+  /// A zeroed NetCounters block in this context's segment (contract/counters.h).
   Result<NetCounters*> open_counters();
   /// Adds a QP's block to the context's retired counters and frees it.
   void retire_counters(NetCounters* k);
@@ -48,7 +48,7 @@ class Context {
   bool fatal() const { return fatal_.load(std::memory_order_relaxed); }
   void set_fatal() { fatal_.store(true); }
   /// This process's own segment was found to hold nonsense (a peer
-  /// scribbled over it: core/seg_bound.h): the device goes fatal, as a NIC
+  /// scribbled over it: memory/seg_bound.h): the device goes fatal, as a NIC
   /// whose queues were corrupted would (IBV_EVENT_DEVICE_FATAL, once).
   void own_segment_corrupt();
 

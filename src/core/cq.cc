@@ -105,7 +105,7 @@ void Cq::push_local(const Cqe& c, bool solicited) {
   // Threads may race on the copy: any value they store is a head once seen, so still safe.
   uint64_t h = head_seen_.load(std::memory_order_relaxed);
   // Checked against this process's own segment: a peer may have scribbled
-  // over the ring's geometry (core/seg_bound.h).
+  // over the ring's geometry (memory/seg_bound.h).
   CqPush r = cq_push(ctx_->seg().base(), ring_, c, solicited, nullptr, &h, &ctx_->seg().bound());
   head_seen_.store(h, std::memory_order_relaxed);
   if (r == CqPush::kOkNotify) cq_notify(ring_);

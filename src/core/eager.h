@@ -7,7 +7,7 @@
 // receive WQE, the completion slot and the payload's.
 //
 // Order: every receive of such a QP is claimed in message order (eagerly
-// or by the usual delivery, core/target.cc), and a record names the
+// or by the usual delivery, memory/target.cc), and a record names the
 // position it claimed, so the CQ hands the completions of one QP out in
 // that order (Cq::poll_each): a record waits for the completions in the
 // CQ ring before it, and a completion in the ring for the records before

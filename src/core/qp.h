@@ -3,9 +3,9 @@
 // core/qp.cc; the receive side in core/qp_recv.cc; the send side (post,
 // and what the link engines ask of and tell the QP: QpOwner) in
 // core/qp_send.cc. The work itself is done by the engine of the link that
-// carries it (core/link_engine.h): the intra-host one (core/shm_engine.h)
+// carries it (net/link_engine.h): the intra-host one (core/shm_engine.h)
 // or, from RTR on when the peer is elsewhere, the network one
-// (core/net_qp.h). What a request does at its target QP: core/target.h.
+// (net/net_qp.h). What a request does at its target QP: memory/target.h.
 #pragma once
 
 #include <sys/uio.h>

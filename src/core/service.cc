@@ -30,7 +30,7 @@ namespace {
 
 struct State {
   std::mutex mu;      // guards the fields below
-  std::mutex run_mu;  // held while progressing QPs (remove_qp waits on it)
+  std::mutex run_mu;  // held while progressing engines (remove waits on it)
   // Held by the service thread whenever it is not asleep; fork() takes it
   // (see common/fork_gate.h).
   std::mutex fork_mu;

@@ -1,5 +1,5 @@
 // The intra-host link's engine of one QP: its requester and completer. The
-// initiator acts as the target's NIC (core/target.h): a WQE executes at
+// initiator acts as the target's NIC (memory/target.h): a WQE executes at
 // post time, in the poster's thread, when nothing waits before it; one that
 // must wait (RNR, no answer from a target gone quiet) is deferred, and the
 // WQEs behind it with it, so that the send queue executes in order (IBA

@@ -1,6 +1,6 @@
 // An RDMA WRITE on a connected QP whose peer is on this host, posted the
 // way a program that writes in a loop posts it: into the region it wrote
-// last time. The general path (ShmEngine::execute, core/target.cc) resolves the
+// last time. The general path (ShmEngine::execute, memory/target.cc) resolves the
 // peer, reads the R_Key's MR-table slot, checks it and finds the region's
 // pages in this process for every WQE — ~600 instructions before the first
 // byte moves, all of them on the path of ib_write_lat's round trip. Here

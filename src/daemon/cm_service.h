@@ -1,4 +1,4 @@
-// uroced's connection manager (core/cm_protocol.h): the ids of every client
+// uroced's connection manager (contract/cm_protocol.h): the ids of every client
 // process, their bindings and listeners, and the pairing of a connecting id
 // with a listener's new id between processes of this host.
 //

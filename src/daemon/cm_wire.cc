@@ -35,7 +35,6 @@ constexpr uint8_t kPacketLifeTime = 16;  // what the kernel's RoCE paths say (4.
 constexpr uint8_t kMraServiceTimeout =
     24;  // an MRA asks this much more time (68.7 s, as the kernel's RDMA CM)
 constexpr uint8_t kTargetAckDelay = 15;
-constexpr uint32_t kUdpQkey = 0x01234567;  // what the kernel's CM gives UD QPs (RDMA_UDP_QKEY)
 
 constexpr uint8_t kSidrOk = 0;  // SIDR REP status (IBTA 12.11.2); the others in cm_protocol.h
 
@@ -424,7 +423,7 @@ void CmService::wire_accept(uint64_t handle, const Msg& m, uint64_t now_ns) {
     a.status = kSidrOk;
     a.qpn = m.conn.qpn & 0xffffff;
     a.service_id = cm::service_id(uint16_t(id.ps), port_of(id.addr));
-    a.qkey = kUdpQkey;
+    a.qkey = cmproto::kUdpQkey;
     memcpy(a.private_data, m.conn.private_data,
            std::min<size_t>(m.conn.private_data_len, cm::kSidrRepPrivate));
     cm::encode(header(r.tid, cm::Attr::kSidrRep), a, mad);

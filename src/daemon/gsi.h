@@ -9,7 +9,7 @@
 // QPs. Linux hands an unconnected flow's datagram to the socket of the
 // address bound last, so a datagram for QP1 reaches either this socket or a
 // process's UD QP socket,
-// which passes it on to QP1's inbox (core/net_forward.h, kGsiOwner);
+// which passes it on to QP1's inbox (contract/inbox.h, kGsiOwner);
 // what reaches this socket for another QP goes on to that QP's process the
 // same way. A MAD is a UD SEND_ONLY to QP1 with the GSI's Q_Key
 // (0x80010000) and a 256-byte payload; anything else that names QP1 is

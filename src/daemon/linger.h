@@ -14,7 +14,7 @@
 // that share the lingering flow's UDP source port (one flow label for every
 // QP, as UCX sets) have receiving sockets with the same addresses, and Linux
 // gives their datagrams to the one bound last. Those go on to their QP's
-// process, as a process passes them on (core/net_forward.h).
+// process, as a process passes them on (contract/inbox.h).
 #pragma once
 
 #include <cstdint>

@@ -78,11 +78,11 @@ class Registry {
   size_t num_ctxs() const { return ctxs_.size(); }
   size_t num_qpns() const { return qpns_.size(); }
   size_t num_xrcds() const { return xrcds_.size(); }
-  /// A read-only descriptor of the QP directory (core/qp_directory.h) to
+  /// A read-only descriptor of the QP directory (contract/qp_directory.h) to
   /// pass to a client (still this registry's), or -1 without one.
   int directory_fd() const { return dir_ro_fd_; }
   const core::QpDirectory* directory() const { return dir_; }
-  /// A memfd holding the report of every QP and device (core/report.h), or
+  /// A memfd holding the report of every QP and device (contract/report.h), or
   /// -1. Reads what clients wrote in their segments, bounds-checked.
   int report(int32_t uroced_pid) const;
 

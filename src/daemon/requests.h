@@ -1,4 +1,4 @@
-// uroced's answers to its clients' requests (core/control_protocol.h), apart
+// uroced's answers to its clients' requests (contract/control_protocol.h), apart
 // from the socket loop (uroced_main.cc) so that a fuzzer can drive them with
 // any bytes and any descriptors (tests/fuzz/control_fuzz.cc).
 //

@@ -45,7 +45,7 @@ class FaultInjector {
   /// Sends a held-back packet now (call when the link goes idle).
   void flush(const Emit& emit);
   const Stats& stats() const { return stats_.get(); }
-  /// Counts from now on into `s` (core/counters.h).
+  /// Counts from now on into `s` (contract/counters.h).
   void count_into(Stats* s) { stats_.use(s); }
 
  private:

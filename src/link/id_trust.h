@@ -73,7 +73,7 @@ class IdTrust {
   void recheck(uint64_t now_ns, Deliver deliver);
   bool parked() const { return !parked_.empty(); }
   const Stats& stats() const { return stats_.get(); }
-  /// Counts from now on into `s` (core/counters.h).
+  /// Counts from now on into `s` (contract/counters.h).
   void count_into(Stats* s) { stats_.use(s); }
 
  private:

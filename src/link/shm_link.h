@@ -1,7 +1,7 @@
 // The intra-host link's "DMA engine": moves bytes between this process and a
 // peer process on the same host with one copy (memcpy when the target pages
 // are mapped here — the peer is this process, or its region's pages are
-// shared, see core/peer_pages.h — else process_vm_writev/readv), and performs
+// shared, see memory/peer_pages.h — else process_vm_writev/readv), and performs
 // RDMA atomics under the host-wide stripe locks so they are atomic against
 // each other whichever way they reach the memory.
 #pragma once

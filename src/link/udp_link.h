@@ -52,6 +52,31 @@ struct UdpAddr {
 
 inline bool same_addr(const UdpAddr& a, const UdpAddr& b) { return a.port == b.port && a.ip == b.ip; }
 
+/// What the network engine reads packets from: a UDP socket (UdpEndpoint),
+/// a process's AF_XDP port (XdpPort), a process's inbox of packets other
+/// processes passed on (core::NetInbox). Each is read the same way, a batch
+/// at a time: one virtual call per batch, never per packet.
+class PacketSource {
+ public:
+  /// A packet that passed its checks, with the addresses it travelled
+  /// between (`to`: where it was sent); called for each packet a read
+  /// delivers (a reference: it lives only for the call to poll()).
+  using OnPacket = FnRef<void(const wire::Packet&, const UdpAddr& from, const UdpAddr& to)>;
+
+  /// Hands what waits, at most `max` reads' worth, to `on_packet`; never
+  /// blocks. Returns how many were read; `more` (optional): whether more
+  /// may wait (the read was full).
+  virtual int poll(OnPacket on_packet, int max, bool* more) = 0;
+  /// Readable (epoll) when packets wait.
+  virtual int fd() const = 0;
+  /// Packets wait inside (not in the descriptor) for something to happen
+  /// (link/id_trust.h): poll again soon even if the descriptor is not readable.
+  virtual bool parked() const { return false; }
+
+ protected:
+  ~PacketSource() = default;
+};
+
 /// A socket address for `a`: sockaddr_in for IPv4, sockaddr_in6 otherwise.
 struct SockAddr {
   union {
@@ -97,7 +122,7 @@ void decode_and_hand_on(std::span<const uint8_t> ib, Stats& s, const UdpAddr& sr
   on_packet(pk, src, dst);
 }
 
-class UdpEndpoint {
+class UdpEndpoint final : public PacketSource {
  public:
   struct Options {
     UdpAddr bind;  // a specific address: the ICRC needs the source address
@@ -121,9 +146,7 @@ class UdpEndpoint {
     uint64_t sent = 0, send_errors = 0, received = 0, bad_icrc = 0, malformed = 0, cnp = 0;
     uint64_t sent_bytes = 0, received_bytes = 0;  // RoCE packets, BTH to ICRC
   };
-  /// A packet that passed its checks; `to` is the address it was sent to.
-  /// Called for each packet a read delivers (a reference: it lives only for the call to poll()).
-  using OnPacket = FnRef<void(const wire::Packet&, const UdpAddr& from, const UdpAddr& to)>;
+  using OnPacket = PacketSource::OnPacket;
 
   /// Datagrams one poll() reads at most (each may hold a GRO run of packets).
   static constexpr int kBatch = 16;
@@ -153,18 +176,18 @@ class UdpEndpoint {
   /// (link/id_trust.h) are looked at again first. Returns how many datagrams
   /// were read (a GRO run counts once) plus parked packets handed on;
   /// `more`: whether the socket may still hold some (the read was full).
-  int poll(OnPacket on_packet, int max = kBatch, bool* more = nullptr);
+  int poll(OnPacket on_packet, int max = kBatch, bool* more = nullptr) override;
   /// Packets wait for evidence of their identification: poll() again soon
   /// even if the socket is not readable.
-  bool parked() const { return trust_.parked(); }
+  bool parked() const override { return trust_.parked(); }
   /// Sends a packet the fault injector still holds back (call when idle).
   void flush();
-  int fd() const { return fd_; }
+  int fd() const override { return fd_; }
   const UdpAddr& local() const { return local_; }
   const Stats& stats() const { return stats_.get(); }
   const IdTrust::Stats& id_stats() const { return trust_.stats(); }
   /// Counts from now on into `s`, `id` and (with a fault injector) `faults`
-  /// (core/counters.h).
+  /// (contract/counters.h).
   void count_into(Stats* s, IdTrust::Stats* id, FaultInjector::Stats* faults) {
     stats_.use(s);
     trust_.count_into(id);

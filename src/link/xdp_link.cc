@@ -104,8 +104,10 @@ void XdpPort::flush_faults() {
   xsk_->flush();
 }
 
-int XdpPort::poll(OnPacket on_packet, int max) {
-  return xsk_->receive([&](std::span<const uint8_t> f) { on_frame(f, on_packet); }, max);
+int XdpPort::poll(OnPacket on_packet, int max, bool* more) {
+  const int n = xsk_->receive([&](std::span<const uint8_t> f) { on_frame(f, on_packet); }, max);
+  if (more) *more = n == max;
+  return n;
 }
 
 void XdpPort::on_frame(std::span<const uint8_t> f, OnPacket on_packet) {

@@ -29,7 +29,7 @@
 
 namespace uroce::link {
 
-class XdpPort {
+class XdpPort final : public PacketSource {
  public:
   struct Options {
     uint8_t mac[6] = {};  // the interface's
@@ -63,9 +63,10 @@ class XdpPort {
   /// Sends a packet the fault injector still holds back (call when idle).
   void flush_faults();
   /// Hands the RoCE packets among up to `max` received frames, whose ICRC
-  /// and headers check out, to `on_packet`; never blocks.
-  int poll(OnPacket on_packet, int max = 64);
-  int fd() const { return xsk_->fd(); }
+  /// and headers check out, to `on_packet`; never blocks. `more`: the read
+  /// was full.
+  int poll(OnPacket on_packet, int max = 64, bool* more = nullptr) override;
+  int fd() const override { return xsk_->fd(); }
   const Stats& stats() const { return stats_.get(); }
   /// Frames the kernel dropped for want of room in the rings (XskSocket::dropped).
   uint64_t ring_dropped() const { return xsk_->dropped(); }

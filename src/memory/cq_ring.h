@@ -67,7 +67,7 @@ inline CqGeom cq_geom(uint8_t* seg_base, const CqRing* r, uint64_t packed) {
 }
 
 /// kCorrupt: the ring (in a peer's segment) holds nonsense; nothing was
-/// written and the segment is marked (core/seg_bound.h).
+/// written and the segment is marked (memory/seg_bound.h).
 enum class CqPush { kOk, kOkNotify, kOverflow, kCorrupt };
 
 /// Payload for a bounced completion: gathered from `src` into the record.

@@ -130,7 +130,7 @@ bool move_mapping(void* from, uint64_t n, uint64_t to) {
 }
 
 /// Replaces [a, b) by private anonymous pages holding the same bytes. Other
-/// threads' and processes' writes are held meanwhile (core/write_hold.h),
+/// threads' and processes' writes are held meanwhile (memory/write_hold.h),
 /// except in a fork() child, where nothing else runs yet. False if [a, b)
 /// could not be held and stays as it was.
 bool make_private(uint64_t a, uint64_t b, bool in_child) {

@@ -3,7 +3,7 @@
 // mapping is moved over the same addresses), so a peer can map the same pages
 // and move bytes with plain loads and stores instead of process_vm_writev.
 //
-// Writes to the pages are held from the copy to the move (core/write_hold.h);
+// Writes to the pages are held from the copy to the move (memory/write_hold.h);
 // where they cannot be held nothing is re-backed. Only private anonymous
 // memory is re-backed (heap, anonymous mmap); pages the
 // region only partly covers, file mappings, hugetlb, the stack and anything

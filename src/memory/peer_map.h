@@ -34,7 +34,7 @@ struct PeerQp {
   uint32_t eager_mask = 0;
   mutable uint64_t eager_cons_seen = 0;
   /// Still the QP we resolved, and its owner alive?
-  /// (And its segment not found to hold nonsense: core/seg_bound.h.)
+  /// (And its segment not found to hold nonsense: memory/seg_bound.h.)
   bool valid() const {
     return seg && seg_owner_alive(seg->header()) && qp->magic == kQpMagic && qp->qpn == qpn &&
            !seg->bound.corrupt.load(std::memory_order_relaxed);
@@ -62,7 +62,7 @@ class PeerMap {
 
  private:
   Result<PeerSegment*> map_segment(uint32_t ctx_id, int32_t pid, int memfd);
-  /// What the directory (core/qp_directory.h) says of `qpn` if its owner's
+  /// What the directory (contract/qp_directory.h) says of `qpn` if its owner's
   /// segment is mapped here already (mu_ held); nullptr otherwise.
   PeerSegment* mapped_owner(uint32_t qpn, bool is_srq, uint64_t* off);
   /// The QP (SRQ) at `off` of `seg`, checked and cached (mu_ held).

@@ -1,4 +1,4 @@
-// Peer side of shared pages (core/mr_backing.h): maps a peer's re-backed
+// Peer side of shared pages (memory/mr_backing.h): maps a peer's re-backed
 // region pages into this process (pidfd_getfd of the owner's memfd, checked by
 // inode) so the initiator moves bytes with memcpy instead of a system call.
 // Mappings are cached per (peer segment, memfd); the service thread drops the

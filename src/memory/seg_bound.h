@@ -5,7 +5,7 @@
 // same user) costs the reader an error, never an access outside the mapping
 // (docs/intra-host-link.md, "What a peer can do").
 //
-// The segment's memfd is sealed against shrinking (core/segment.h), so a
+// The segment's memfd is sealed against shrinking (memory/segment.h), so a
 // range found inside it stays inside it; `size` is refreshed (fstat) only
 // when an offset lies beyond what was last seen, as after the owner grew it.
 #pragma once

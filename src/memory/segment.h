@@ -20,7 +20,7 @@ namespace uroce::core {
 /// A context's segment as this process reaches it: a peer's (mapped from
 /// the memfd uroced passes; owned by PeerMap) or this process's own
 /// (Segment::view), so that the helpers that act on a QP's shared state
-/// (core/target.h) serve both alike.
+/// (memory/target.h) serve both alike.
 struct PeerSegment {
   uint32_t ctx_id = 0;
   int32_t pid = 0;
@@ -52,7 +52,7 @@ class Segment {
   }
   uint64_t off_of(const void* p) const { return uint64_t(static_cast<const uint8_t*>(p) - base_); }
   /// What lies inside the file: for checks of geometry that peers could
-  /// have scribbled over in this process's own segment (core/seg_bound.h).
+  /// have scribbled over in this process's own segment (memory/seg_bound.h).
   SegBound& bound() { return view_.bound; }
   /// The segment as a peer's is seen (for the owner's own network
   /// responder, which acts on its QPs with the helpers peers use).

@@ -3,7 +3,7 @@
 // link brought it. The intra-host link runs these in the initiator's process
 // (core/qp_send.cc): the target process is not involved (it may be busy,
 // blocked or stopped). The network link runs them in the process that
-// received the packet (core/net_qp.cc; core/ud_forward.cc for a UD datagram
+// received the packet (net/net_qp.cc; net/ud_forward.cc for a UD datagram
 // that names another process's QP).
 #pragma once
 

@@ -1,6 +1,6 @@
 // Holding every write to a range of this process's memory for a moment, so
 // that the range can be copied and the copy moved over it without losing a
-// store made meanwhile (core/mr_backing.cc re-backs registered pages that
+// store made meanwhile (memory/mr_backing.cc re-backs registered pages that
 // way, and back again at deregistration).
 //
 // The hold is userfaultfd write protection: a thread of this process that

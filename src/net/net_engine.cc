@@ -22,76 +22,15 @@
 #include "common/log.h"
 #include "contract/inbox.h"
 #include "memory/peer_map.h"
+#include "net/net_engine_tuning.h"
 #include "net/ud_forward.h"
 #include "wire/cm_mad.h"
 
 namespace uroce::core {
 
-namespace {
+using namespace tuning;
 
-constexpr uint64_t kIdleWakeNs = 100'000'000;  // re-check deadlines at least this often
-constexpr int kMaxEvents = 64;
-// A ready index with this bit names a QP's extra socket (NetEngine::extras_).
-constexpr int kExtraTag = 1 << 30;
-// The ready index of the process's inbox (net_forward.h).
-constexpr int kInboxTag = 1 << 29;
-// A ready index with this bit names an AF_XDP port (NetEngine::xdp_).
-constexpr int kXdpTag = 1 << 28;
-constexpr int kMaxRoundsPerSocket = 8;  // batches per readable socket per round
-constexpr int kMaxTouched = 16;         // QPs a batch's ACKs are tracked for (more: all)
-// After a packet, the engine thread keeps reading for this long before it
-// sleeps again (spin, then sleep: docs/network-link.md).
-constexpr uint64_t kSpinIdleNs = 50'000;
-// While the application posts but does not read the sockets (it spins on
-// memory), packets left in a socket are taken in by the engine thread, which
-// looks every kAppCheckNs. The thread keeps the default 50 us timer slack on
-// purpose: with exact 20 us sleeps its wake-ups took ib_send_lat 2 B over
-// UDP from 7.3 to 23 us (t_typical, two cores, two spinning programs); with
-// the slack, ib_write_lat (memory polling) is ~46 us instead of the ~170 us
-// it was while this thread only woke at the end of kAppPollGraceNs.
-// While the application reads the sockets itself (it polls its CQ), each
-// look only takes its core from it: the looks double in distance up to
-// kAppCheckMaxNs. With 200 us and a 5 us activity test the thread still
-// woke ~30,000 times a second beside ib_send_lat (each wake a context switch
-// on the application's core, and a preempted thread holding run_mu made the
-// application spin for milliseconds): t_avg 16.2 us against 6.2 us with no
-// looks at all.
-constexpr uint64_t kAppCheckNs = 20'000;
-constexpr uint64_t kAppCheckMaxNs = 2'000'000;
-// A held ACK a posted receive finds older than this is sent at once.
-constexpr uint64_t kAckHoldNs = 10'000;
-// A held ACK the application's next poll finds older than this is sent
-// then; a younger one waits for the post that may follow. A peer's request
-// and the ACK it carries along leave one after the other and may reach two
-// polls of a spinning program (seen on the AF_XDP link, whose ring the poll
-// reads while the sender's kernel is still putting frames in): flushed by
-// the second poll, the ACK went alone, the program's next request went
-// alone too, and a peer that spins on memory between its polls (perftest's
-// ib_write_lat) then waited for its engine thread's look at every round
-// trip (~78 us instead of ~3).
-constexpr uint64_t kPollAckHoldNs = 3'000;
-// A receive posted this soon after a poll that read every socket empty does
-// not look at the sockets again: what came in since raced with the post (as
-// on a NIC, it may take the new receive or find none).
-constexpr uint64_t kCatchUpFreshNs = 5'000;
-// An application's poll reads up to this many sockets directly (more: the
-// readable ones, from epoll).
-constexpr int kDirectReadSockets = 2;
-// Its direct reads include the QPs' extra sockets every this many times.
-constexpr unsigned kExtraReadEvery = 8;
-// And the process's inbox, before a packet came through it, every this many
-// times: most programs never get one, and a receive call every eight polls
-// made ib_send_lat 2 B over UDP ~15 % slower (alternating runs, medians of 8).
-constexpr unsigned kIdleInboxReadEvery = 64;
-// An application that read the sockets within this long reads them again
-// very soon: the engine thread leaves them alone.
-constexpr uint64_t kAppActiveNs = 5'000;
-// An application that polled within this long is taken to be polling still.
-constexpr uint64_t kAppPollGraceNs = 200'000;
-// Packets parked for evidence of their IPv4 identification (link/id_trust.h)
-// are looked at again at least this often (uroced records a frame within
-// tens of microseconds of its arrival).
-constexpr uint64_t kParkedRecheckNs = 100'000;
+namespace {
 
 /// An RC, UC or XRC packet for a QP of another process of this host: queued
 /// for that process's inbox (contract/inbox.h).
@@ -129,8 +68,8 @@ void NetEngine::fork_parent() { run_mu_.unlock(); }
 void NetEngine::fork_child() {
   fork_gate_.child();
   new (&run_mu_) std::mutex();
-  slots_.clear();
-  extras_.clear();
+  sources_.clear();
+  n_qps_ = 0;
   parked_.clear();
   // The parent's AF_XDP sockets are the parent's (uroced lent them to it):
   // only this copy of their descriptors and memory goes.
@@ -194,6 +133,23 @@ const NetLinkSettings& NetEngine::settings() {
   return settings_;
 }
 
+int NetEngine::add_source(const Source& s) {
+  size_t i = 0;
+  while (i < sources_.size() && sources_[i].kind != Source::Kind::kFree) ++i;
+  if (i == sources_.size()) sources_.push_back({});
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u32 = uint32_t(i);
+  if (epoll_ctl(ep_, EPOLL_CTL_ADD, s.src->fd(), &ev) != 0) return -1;
+  sources_[i] = s;
+  return int(i);
+}
+
+void NetEngine::drop_source(size_t i) {
+  epoll_ctl(ep_, EPOLL_CTL_DEL, sources_[i].src->fd(), nullptr);
+  sources_[i] = Source{};
+}
+
 Status NetEngine::add(NetQp* q) {
   std::lock_guard<std::mutex> g(run_mu_);
   if (!started_) {
@@ -209,8 +165,7 @@ Status NetEngine::add(NetQp* q) {
     auto in = NetInbox::open(getpid());
     if (in.is_ok()) {
       inbox_ = std::move(in.value());
-      ev.data.u32 = uint32_t(kInboxTag);
-      epoll_ctl(ep_, EPOLL_CTL_ADD, inbox_->fd(), &ev);
+      (void)add_source(Source{Source::Kind::kInbox, inbox_.get(), nullptr});
     } else {
       UROCE_WARN("no inbox for packets other processes get for this one's QPs (%s)", strerror(in.err()));
     }
@@ -218,75 +173,68 @@ Status NetEngine::add(NetQp* q) {
     fork_gate_.starting();
     std::thread([this] { loop(); }).detach();
   }
-  uint32_t slot = 0;
-  while (slot < slots_.size() && slots_[slot]) ++slot;
-  if (slot == slots_.size()) slots_.push_back(nullptr);
-  epoll_event ev{};
-  ev.events = EPOLLIN;
-  ev.data.u32 = slot;
-  if (epoll_ctl(ep_, EPOLL_CTL_ADD, q->rx().fd(), &ev) != 0) return Status(errno);
-  slots_[slot] = q;
+  if (add_source(Source{Source::Kind::kQp, &q->rx(), q}) < 0) return Status(errno);
   by_qpn_[q->qpn()] = q;
+  ++n_qps_;
   n_active_.fetch_add(1, std::memory_order_relaxed);
   return Status::ok();
 }
 
 void NetEngine::remove(NetQp* q) {
   std::lock_guard<std::mutex> g(run_mu_);
-  for (NetQp*& x : slots_)
-    if (x == q) {
-      epoll_ctl(ep_, EPOLL_CTL_DEL, q->rx().fd(), nullptr);
-      x = nullptr;
+  for (size_t i = 0; i < sources_.size(); ++i) {
+    if (sources_[i].qp != q) continue;
+    if (sources_[i].kind == Source::Kind::kQp) {
+      --n_qps_;
       n_active_.fetch_sub(1, std::memory_order_relaxed);
     }
-  for (Extra& x : extras_)
-    if (x.q == q) {
-      epoll_ctl(ep_, EPOLL_CTL_DEL, x.ep->fd(), nullptr);
-      x = {};
-    }
+    drop_source(i);
+  }
   auto it = by_qpn_.find(q->qpn());
   if (it != by_qpn_.end() && it->second == q) by_qpn_.erase(it);
-  if (n_active_.load(std::memory_order_relaxed) == 0) {
-    // What the AF_XDP ports dropped so far (the frames no QP of this
-    // process could take: a well-formed one for a QP gone counts in
-    // inbox_lost_ below).
-    for (const Xdp& x : xdp_) {
-      if (!x.port) continue;
-      const link::XdpPort::Stats& s = x.port->stats();
-      const uint64_t ring = x.port->ring_dropped();
-      if (s.bad_icrc + s.malformed + s.not_roce + s.send_full + ring)
-        UROCE_INFO(
-            "AF_XDP port of interface %u: %llu frames received, %llu sent; dropped: %llu bad ICRC, %llu "
-            "malformed, %llu not RoCE v2, %llu by the kernel (rings full), %llu not sent (send frames in "
-            "flight)",
-            x.ifindex, (unsigned long long)s.received, (unsigned long long)s.sent,
-            (unsigned long long)s.bad_icrc, (unsigned long long)s.malformed, (unsigned long long)s.not_roce,
-            (unsigned long long)ring, (unsigned long long)s.send_full);
-    }
-    auto n = [&](UdForward f) {
-      return (unsigned long long)forwarded_[size_t(f)].exchange(0, std::memory_order_relaxed);
-    };
-    const unsigned long long del = n(UdForward::kDelivered), drop = n(UdForward::kDropped),
-                             qkey = n(UdForward::kBadQkey), none = n(UdForward::kNoSuchQp),
-                             other = n(UdForward::kNotUd);
-    auto m = [&](NetForward f) {
-      return (unsigned long long)passed_[size_t(f)].exchange(0, std::memory_order_relaxed);
-    };
-    const unsigned long long passed = m(NetForward::kPassed), full = m(NetForward::kFull),
-                             mine = m(NetForward::kThisProcess), nobody = m(NetForward::kNoSuchQp);
-    const unsigned long long lost = inbox_lost_.exchange(0, std::memory_order_relaxed);
-    if (del + drop + qkey + none + other)
+  if (n_active_.load(std::memory_order_relaxed) == 0) log_forwarded();
+}
+
+void NetEngine::log_forwarded() {
+  // What the AF_XDP ports dropped so far (the frames no QP of this
+  // process could take: a well-formed one for a QP gone counts in
+  // inbox_lost_ below).
+  for (const Xdp& x : xdp_) {
+    if (!x.port) continue;
+    const link::XdpPort::Stats& s = x.port->stats();
+    const uint64_t ring = x.port->ring_dropped();
+    if (s.bad_icrc + s.malformed + s.not_roce + s.send_full + ring)
       UROCE_INFO(
-          "packets for QPs of other processes: %llu UD delivered, %llu dropped (%llu no receive or not "
-          "receiving, %llu bad Q_Key), %llu for no QP of this host, %llu not UD",
-          del, drop + qkey, drop, qkey, none, other);
-    if (passed + full + mine + nobody + lost)
-      UROCE_INFO(
-          "RC/UC packets for QPs of other processes: %llu passed on, %llu lost (inbox full); %llu for no QP "
-          "of this host, %llu for a QP of this process not on the network link; from other processes: %llu "
-          "for no QP of this one",
-          passed, full, nobody, mine, lost);
+          "AF_XDP port of interface %u: %llu frames received, %llu sent; dropped: %llu bad ICRC, %llu "
+          "malformed, %llu not RoCE v2, %llu by the kernel (rings full), %llu not sent (send frames in "
+          "flight)",
+          x.ifindex, (unsigned long long)s.received, (unsigned long long)s.sent,
+          (unsigned long long)s.bad_icrc, (unsigned long long)s.malformed, (unsigned long long)s.not_roce,
+          (unsigned long long)ring, (unsigned long long)s.send_full);
   }
+  auto n = [&](UdForward f) {
+    return (unsigned long long)forwarded_[size_t(f)].exchange(0, std::memory_order_relaxed);
+  };
+  const unsigned long long del = n(UdForward::kDelivered), drop = n(UdForward::kDropped),
+                           qkey = n(UdForward::kBadQkey), none = n(UdForward::kNoSuchQp),
+                           other = n(UdForward::kNotUd);
+  auto m = [&](NetForward f) {
+    return (unsigned long long)passed_[size_t(f)].exchange(0, std::memory_order_relaxed);
+  };
+  const unsigned long long passed = m(NetForward::kPassed), full = m(NetForward::kFull),
+                           mine = m(NetForward::kThisProcess), nobody = m(NetForward::kNoSuchQp);
+  const unsigned long long lost = inbox_lost_.exchange(0, std::memory_order_relaxed);
+  if (del + drop + qkey + none + other)
+    UROCE_INFO(
+        "packets for QPs of other processes: %llu UD delivered, %llu dropped (%llu no receive or not "
+        "receiving, %llu bad Q_Key), %llu for no QP of this host, %llu not UD",
+        del, drop + qkey, drop, qkey, none, other);
+  if (passed + full + mine + nobody + lost)
+    UROCE_INFO(
+        "RC/UC packets for QPs of other processes: %llu passed on, %llu lost (inbox full); %llu for no QP "
+        "of this host, %llu for a QP of this process not on the network link; from other processes: %llu "
+        "for no QP of this one",
+        passed, full, nobody, mine, lost);
 }
 
 link::XdpPort* NetEngine::xdp_port(const DeviceInfo& d, ControlClient* ctl) {
@@ -326,36 +274,22 @@ link::XdpPort* NetEngine::xdp_port(const DeviceInfo& d, ControlClient* ctl) {
     UROCE_INFO("%s: RoCE v2 through an AF_XDP socket on %s", d.name, d.ifname);
   link::XdpPort* port = x.port.get();
   std::lock_guard<std::mutex> r(run_mu_);
-  if (port && ep_ >= 0) {
-    epoll_event ev{};
-    ev.events = EPOLLIN;
-    ev.data.u32 = uint32_t(kXdpTag) | uint32_t(xdp_.size());
-    epoll_ctl(ep_, EPOLL_CTL_ADD, port->fd(), &ev);
-  }
+  if (port && ep_ >= 0) (void)add_source(Source{Source::Kind::kXdp, port, nullptr});
   xdp_.push_back(std::move(x));
   return port;
 }
 
 Status NetEngine::add_socket(NetQp* q, link::UdpEndpoint* ep, bool multicast) {
   std::lock_guard<std::mutex> g(run_mu_);
-  uint32_t i = 0;
-  while (i < extras_.size() && extras_[i].ep) ++i;
-  if (i == extras_.size()) extras_.push_back({});
-  epoll_event ev{};
-  ev.events = EPOLLIN;
-  ev.data.u32 = uint32_t(kExtraTag) | i;
-  if (epoll_ctl(ep_, EPOLL_CTL_ADD, ep->fd(), &ev) != 0) return Status(errno);
-  extras_[i] = {q, ep, multicast};
+  if (add_source(Source{multicast ? Source::Kind::kGroup : Source::Kind::kAddress, ep, q}) < 0)
+    return Status(errno);
   return Status::ok();
 }
 
 void NetEngine::remove_socket(link::UdpEndpoint* ep) {
   std::lock_guard<std::mutex> g(run_mu_);
-  for (Extra& x : extras_)
-    if (x.ep == ep) {
-      epoll_ctl(ep_, EPOLL_CTL_DEL, ep->fd(), nullptr);
-      x = {};
-    }
+  for (size_t i = 0; i < sources_.size(); ++i)
+    if (sources_[i].kind != Source::Kind::kFree && sources_[i].src == ep) drop_source(i);
 }
 
 void NetEngine::kick(uint64_t deadline) {
@@ -379,19 +313,58 @@ int NetEngine::readable(int* ready) {
   return m;
 }
 
-void NetEngine::track_parked(const link::UdpEndpoint* ep, int code) {
-  auto it = std::find(parked_.begin(), parked_.end(), code);
-  if (ep->parked() && it == parked_.end()) parked_.push_back(code);
-  if (!ep->parked() && it != parked_.end()) parked_.erase(it);
+int NetEngine::pick(Reader who, int* ready, bool* skipped) {
+  using Kind = Source::Kind;
+  const bool app = who == Reader::kApplication;
+  // An application's poll reads the QPs' other sockets, and the UDP socket
+  // of a QP whose frames come through an AF_XDP port (what came before the
+  // steering), only every kExtraReadEvery-th time: each is a receive call
+  // more per poll, and most carry little. (Left unread, a steered QP's
+  // socket still counts as drained: after the steering nothing comes to
+  // it, as to an inbox that never had anything.)
+  const bool extras = app && ++direct_polls_ % kExtraReadEvery == 0;
+  *skipped = false;
+  int n = 0;
+  auto take = [&](size_t i) {
+    if (n < kMaxEvents) ready[n++] = int(i);
+  };
+  // The AF_XDP ports first: looking at a ring is a load, no system call.
+  for (size_t i = 0; i < sources_.size(); ++i)
+    if (sources_[i].kind == Kind::kXdp) take(i);
+  for (size_t i = 0; i < sources_.size(); ++i)
+    if (sources_[i].kind == Kind::kQp && (!app || !sources_[i].qp->on_xdp() || extras)) take(i);
+  if (app)
+    for (size_t i = 0; i < sources_.size(); ++i)
+      if (sources_[i].kind == Kind::kGroup || sources_[i].kind == Kind::kAddress) {
+        if (extras)
+          take(i);
+        else
+          *skipped = true;
+      }
+  // The inbox: once packets came through it, every time; before that, an
+  // application's poll now and then (an inbox left unread that never had
+  // any still leaves the poll drained).
+  const bool inbox = inbox_used_ || (app && direct_polls_ % kIdleInboxReadEvery == 0);
+  for (size_t i = 0; i < sources_.size(); ++i)
+    if (sources_[i].kind == Kind::kInbox && inbox) take(i);
+  return n;
+}
+
+void NetEngine::track_parked(size_t i) {
+  auto it = std::find(parked_.begin(), parked_.end(), int(i));
+  const bool parked = sources_[i].kind != Source::Kind::kFree && sources_[i].src->parked();
+  if (parked && it == parked_.end()) parked_.push_back(int(i));
+  if (!parked && it != parked_.end()) parked_.erase(it);
 }
 
 int NetEngine::with_parked(int* ready, int n) const {
-  for (int code : parked_)
-    if (n < kMaxEvents && std::find(ready, ready + n, code) == ready + n) ready[n++] = code;
+  for (int i : parked_)
+    if (n < kMaxEvents && std::find(ready, ready + n, i) == ready + n) ready[n++] = i;
   return n;
 }
 
 int NetEngine::round(const int* ready, int n, bool* drained, bool ack_per_batch) {
+  using Kind = Source::Kind;
   int got = 0;
   if (drained) *drained = true;
   // With ack_per_batch, the plain ACKs a batch of datagrams causes are held
@@ -400,10 +373,10 @@ int NetEngine::round(const int* ready, int n, bool* drained, bool ack_per_batch)
   struct Batch {
     NetEngine* e;
     bool ack_per_batch;
-    NetQp* owner = nullptr;  // the socket's QP: most packets are for it
-    bool group = false;      // the socket is a multicast group's, of `owner`
-    bool inbox = false;      // the packets come from the inbox: never passed on again
-    bool xdp = false;        // ... from an AF_XDP port (counted per QP)
+    NetQp* owner = nullptr;   // the socket's QP: most packets are for it
+    bool group = false;       // the socket is a multicast group's, of `owner`
+    bool never_pass = false;  // the packets come from the inbox or a port: never passed on
+    bool xdp = false;         // ... from an AF_XDP port (counted per QP)
     int nt = 0;
     bool overflow = false;
     NetQp* touched[kMaxTouched];  // [0, nt) only
@@ -420,8 +393,8 @@ int NetEngine::round(const int* ready, int n, bool* drained, bool ack_per_batch)
       auto it = c->e->by_qpn_.find(p.bth.dest_qp);
       if (it == c->e->by_qpn_.end()) {
         // Not one of this process's: for another process's QP on this host
-        // (UD: core/ud_forward.h; the others: net_forward.h), or nobody's.
-        if (c->inbox)
+        // (UD: net/ud_forward.h; the others: contract/inbox.h), or nobody's.
+        if (c->never_pass)
           c->e->inbox_lost_.fetch_add(1, std::memory_order_relaxed);
         else if (p.bth.dest_qp == wire::cm::kGsiQpn)  // a CM message: uroced's
           c->e->passed_[size_t(c->e->forwarder_.add_for(kGsiOwner, p, from, to))].fetch_add(
@@ -444,7 +417,7 @@ int NetEngine::round(const int* ready, int n, bool* drained, bool ack_per_batch)
       c->overflow = true;
   };
   // What was passed on to other processes leaves with the batch's ACKs.
-  auto pass_on = [this] {
+  auto flush_passed = [this] {
     if (const uint64_t lost = forwarder_.flush()) {
       passed_[size_t(NetForward::kPassed)].fetch_sub(lost, std::memory_order_relaxed);
       passed_[size_t(NetForward::kFull)].fetch_add(lost, std::memory_order_relaxed);
@@ -452,8 +425,8 @@ int NetEngine::round(const int* ready, int n, bool* drained, bool ack_per_batch)
   };
   auto send_acks = [&] {
     if (b.overflow) {
-      for (NetQp* q : slots_)
-        if (q) q->flush_acks();
+      for (const Source& s : sources_)
+        if (s.kind == Kind::kQp) s.qp->flush_acks();
     } else {
       for (int i = 0; i < b.nt; ++i) b.touched[i]->flush_acks();
     }
@@ -461,67 +434,41 @@ int NetEngine::round(const int* ready, int n, bool* drained, bool ack_per_batch)
     b.overflow = false;
   };
   for (int i = 0; i < n; ++i) {
-    NetQp* q = nullptr;
-    link::UdpEndpoint* ep = nullptr;
-    b.group = false;
-    b.inbox = false;
-    b.xdp = false;
-    if (ready[i] == kInboxTag) {
-      if (!inbox_) continue;
-      b.owner = nullptr;
-      b.inbox = true;
-      bool more = false;
-      const int k = inbox_->poll(dispatch, link::UdpEndpoint::kBatch, &more);
-      if (k) inbox_used_ = true;
-      got += k;
-      if (ack_per_batch) send_acks();
-      if (more && drained) *drained = false;
+    const int at = ready[i];
+    if (at < 0 || size_t(at) >= sources_.size() || sources_[size_t(at)].kind == Kind::kFree) {
+      // A source gone since its packets were parked (its QP was destroyed).
+      parked_.erase(std::remove(parked_.begin(), parked_.end(), at), parked_.end());
       continue;
     }
-    if (ready[i] >= 0 && (ready[i] & kXdpTag)) {
-      // Frames uroced steered here: for this process's QPs only, never passed on.
-      const size_t x = size_t(ready[i] & ~kXdpTag);
-      if (x >= xdp_.size() || !xdp_[x].port) continue;
-      b.owner = nullptr;
-      b.inbox = true;
-      b.xdp = true;
-      const int k = xdp_[x].port->poll(dispatch, link::UdpEndpoint::kBatch);
-      got += k;
-      if (ack_per_batch) send_acks();
-      if (k == link::UdpEndpoint::kBatch && drained) *drained = false;
-      continue;
-    }
-    if (ready[i] >= 0 && (ready[i] & kExtraTag)) {
-      const size_t x = size_t(ready[i] & ~kExtraTag);
-      if (x < extras_.size()) q = extras_[x].q, ep = extras_[x].ep, b.group = extras_[x].multicast;
-    } else if (ready[i] >= 0 && size_t(ready[i]) < slots_.size()) {
-      q = slots_[size_t(ready[i])];
-      if (q) ep = &q->rx();
-    }
-    if (!q) {
-      // A socket gone since its packets were parked (its QP was destroyed).
-      parked_.erase(std::remove(parked_.begin(), parked_.end(), ready[i]), parked_.end());
-      continue;
-    }
-    b.owner = q;
+    const Source s = sources_[size_t(at)];
+    b.owner = s.qp;
+    b.group = s.kind == Kind::kGroup;
+    b.never_pass = s.kind == Kind::kInbox || s.kind == Kind::kXdp;
+    b.xdp = s.kind == Kind::kXdp;
+    // A socket is read again while its reads come back full (up to
+    // kMaxRoundsPerSocket); an inbox or a port once per round.
+    const bool socket = s.kind == Kind::kQp || s.kind == Kind::kGroup || s.kind == Kind::kAddress;
+    const int rounds = socket ? kMaxRoundsPerSocket : 1;
     for (int r = 0;; ++r) {
       bool more = false;
-      const int k = ep->poll(dispatch, link::UdpEndpoint::kBatch, &more);
+      const int k = s.src->poll(dispatch, link::UdpEndpoint::kBatch, &more);
       got += k;
-      pass_on();
+      if (s.kind == Kind::kInbox && k) inbox_used_ = true;
+      if (s.may_pass_on()) flush_passed();
       if (ack_per_batch) send_acks();
-      // A single datagram read from a quiet socket: more may wait, but the
-      // next round reads them (the one in hand goes to its QP first).
+      // A short read: more may wait (a single datagram read from a quiet
+      // socket), but the next round reads them (the one in hand goes to
+      // its QP first).
       if (k < link::UdpEndpoint::kBatch) {
         if (more && drained) *drained = false;
         break;
       }
-      if (r + 1 == kMaxRoundsPerSocket) {
+      if (r + 1 == rounds) {
         if (drained) *drained = false;
         break;
       }
     }
-    track_parked(ep, ready[i]);
+    track_parked(size_t(at));
   }
   return got;
 }
@@ -535,12 +482,12 @@ void NetEngine::catch_up_slow() {
   const int m = readable(ready);
   // ACKs held longer than kAckHoldNs go out here: a program busy with
   // completions posts receives without ever polling an empty CQ, so nothing
-  // else would send them soon (the 10^6-message flood stalled on exactly
-  // that). A younger one waits for the post that usually follows a posted
-  // receive (a ping-pong's reply): both leave in one system call.
+  // else would send them soon. A younger one waits for the post that
+  // usually follows a posted receive (a ping-pong's reply): both leave in
+  // one system call.
   const uint64_t held_before = fast_now_ns() - kAckHoldNs;
-  for (NetQp* q : slots_)
-    if (q) q->flush_acks(held_before);
+  for (const Source& s : sources_)
+    if (s.kind == Source::Kind::kQp) s.qp->flush_acks(held_before);
   if (m) round(ready, m);
 }
 
@@ -561,54 +508,20 @@ bool NetEngine::poll_now() {
   if (!g.owns_lock()) {
     // The engine thread has it. On the application's own core it may have
     // been preempted while holding it: let it finish instead of spinning
-    // through the rest of a scheduler slice (milliseconds, seen).
+    // through the rest of a scheduler slice.
     __attribute__((tls_model("initial-exec"))) static thread_local unsigned busy = 0;
     if (++busy % 16 == 0) sched_yield();
     return false;
   }
   app_read_ns_.store(now, std::memory_order_relaxed);
-  // Which sockets to read: with a few, each (a receive call finds nothing
-  // in ~0.3 us); with more, those one epoll_wait (~0.1 us) says are
-  // readable. Asking epoll first costs a packet ~0.7 us more on its way in
-  // (ib_send_lat 2 B, one QP: 4.8 -> 5.5 us).
+  for (const Source& s : sources_)
+    if (s.kind == Source::Kind::kQp)
+      s.qp->flush_acks(now - kPollAckHoldNs);  // what an earlier poll held back
+  // Which sources to read: with a few QPs, each directly (a receive call
+  // finds nothing quickly); with more, those one epoll_wait says are readable.
   int ready[kMaxEvents];
-  int n = 0;
-  // The AF_XDP ports first, every time: looking at a ring is a load, no
-  // system call.
-  for (size_t i = 0; i < xdp_.size() && n < kMaxEvents; ++i)
-    if (xdp_[i].port) ready[n++] = kXdpTag | int(i);
-  const bool direct = n_active_.load(std::memory_order_relaxed) <= kDirectReadSockets;
-  // A QP's extra sockets (multicast groups, a UD QP's other addresses), and
-  // the UDP socket of a QP whose frames come through an AF_XDP port (what
-  // came before the steering), every kExtraReadEvery-th time: each is a
-  // receive call more per poll, and most carry little.
-  const bool extras = direct && ++direct_polls_ % kExtraReadEvery == 0;
-  bool skipped = false;  // sockets left unread this time
-  for (size_t i = 0; i < slots_.size(); ++i)
-    if (NetQp* q = slots_[i]) {
-      q->flush_acks(now - kPollAckHoldNs);  // what an earlier poll held back
-      if (!direct || n >= kMaxEvents) continue;
-      // (Left unread, such a socket still counts as drained: after the
-      // steering nothing comes to it, as to an inbox that never had anything.)
-      if (!q->on_xdp() || extras) ready[n++] = int(i);
-    }
-  if (direct) {
-    for (size_t i = 0; i < extras_.size() && n < kMaxEvents; ++i)
-      if (extras_[i].ep) {
-        if (extras)
-          ready[n++] = kExtraTag | int(i);
-        else
-          skipped = true;
-      }
-    // The inbox: every time once packets came through it, before that now
-    // and then; an inbox left unread that never had any still leaves the
-    // poll drained. (Counted as skipped, it sent every post through
-    // catch_up_slow's epoll_wait: ib_send_lat 2 B over UDP made one per
-    // message and twice the context switches.)
-    if (inbox_ && n < kMaxEvents && (inbox_used_ || direct_polls_ % kIdleInboxReadEvery == 0))
-      ready[n++] = kInboxTag;
-  }
-  if (!direct) n = readable(ready);
+  bool skipped = false;  // sources left unread this time
+  int n = n_qps_ <= kDirectReadSockets ? pick(Reader::kApplication, ready, &skipped) : readable(ready);
   n = with_parked(ready, n);
   bool drained = n < kMaxEvents && !skipped;
   int got = 0;
@@ -621,8 +534,8 @@ bool NetEngine::poll_now() {
   // Due timers too, after what arrived (an ACK waiting in a socket is no
   // timeout): a spinning application may hold run_mu most of the time, and
   // the engine thread then waits for it (the mutex is not fair).
-  for (NetQp* q : slots_)
-    if (q && q->next_deadline() <= now) q->on_timer(now);
+  for (const Source& s : sources_)
+    if (s.kind == Source::Kind::kQp && s.qp->next_deadline() <= now) s.qp->on_timer(now);
   return got > 0;
 }
 
@@ -656,8 +569,8 @@ void NetEngine::loop() {
       // completions without ever finding its CQ empty reads no socket, and
       // an ACK waiting in one is no timeout.
       bool due = false;
-      for (NetQp* q : slots_)
-        if (q && q->next_deadline() <= now) due = true;
+      for (const Source& s : sources_)
+        if (s.kind == Source::Kind::kQp && s.qp->next_deadline() <= now) due = true;
       const bool look = app_polls && (due || now - app_read >= kAppActiveNs);
       if (look || !parked_.empty()) {
         int ready[kMaxEvents];
@@ -669,8 +582,9 @@ void NetEngine::loop() {
         }
       }
       // Then timers: what is due runs, the earliest of the rest sets the sleep.
-      for (NetQp* q : slots_) {
-        if (!q) continue;
+      for (const Source& s : sources_) {
+        if (s.kind != Source::Kind::kQp) continue;
+        NetQp* q = s.qp;
         // Held back by an application's poll that has not come back (a young
         // one waits for the application's reply, as in catch_up).
         q->flush_acks(app_polls ? now - kAckHoldNs : UINT64_MAX);
@@ -704,8 +618,8 @@ void NetEngine::loop() {
       // Idle: release what the fault injectors hold back.
       if (faults) {
         std::lock_guard<std::mutex> fg(run_mu_);
-        for (NetQp* q : slots_)
-          if (q) q->flush_link();
+        for (const Source& s : sources_)
+          if (s.kind == Source::Kind::kQp) s.qp->flush_link();
       }
       continue;
     }
@@ -731,12 +645,8 @@ void NetEngine::loop() {
       if (app_now && fast_now_ns() - app_now < kAppPollGraceNs) break;
       std::lock_guard<std::mutex> sg(run_mu_);
       int all[kMaxEvents];
-      int k = 0;
-      for (size_t i = 0; i < slots_.size() && k < kMaxEvents; ++i)
-        if (slots_[i]) all[k++] = int(i);
-      if (inbox_used_ && k < kMaxEvents) all[k++] = kInboxTag;
-      for (size_t i = 0; i < xdp_.size() && k < kMaxEvents; ++i)
-        if (xdp_[i].port) all[k++] = kXdpTag | int(i);
+      bool skipped = false;
+      const int k = pick(Reader::kSpinning, all, &skipped);
       if (round(all, k) > 0) last = fast_now_ns();
     }
   }

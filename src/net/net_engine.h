@@ -77,21 +77,51 @@ class NetEngine {
   static bool active() { return get().n_active_.load(std::memory_order_relaxed) != 0; }
 
  private:
+  /// One thing the engine reads packets from (link::PacketSource), and
+  /// what its packets are: its index in sources_ is its epoll data.
+  struct Source {
+    enum class Kind : uint8_t {
+      kFree,     // a place left by a source that went
+      kQp,       // a QP's own receiving socket
+      kGroup,    // a multicast group's socket of a QP (NetQp::join): packets for QP 0xFFFFFF only
+      kAddress,  // a UD QP's socket at another of its addresses (NetQp::add_address)
+      kInbox,    // the process's inbox: packets other processes passed on, never passed on again
+      kXdp,      // an AF_XDP port: frames uroced steered here, never passed on
+    };
+    Kind kind = Kind::kFree;
+    link::PacketSource* src = nullptr;
+    NetQp* qp = nullptr;  // kQp, kGroup, kAddress: the QP whose socket it is
+    /// A socket's packets may be for another process's QP (passed on).
+    bool may_pass_on() const { return kind == Kind::kQp || kind == Kind::kAddress; }
+  };
+  /// Who reads the sources without asking epoll which are readable (pick()).
+  enum class Reader {
+    kApplication,  // a poll (poll_now): few QPs, their sockets, the extras and the idle inbox now and then
+    kSpinning,     // the engine thread right after traffic: every QP's socket, the inbox once used, the ports
+  };
+
   NetEngine();
   void loop();
   void catch_up_slow();
-  /// One round: reads the sockets of `ready` (slot indexes, kExtraTag | an
-  /// extra's index, or kInboxTag) and hands their packets to their QPs;
-  /// caller holds run_mu_. `drained` (optional): whether each was read
-  /// until empty. `ack_per_batch`: the ACKs the packets caused (held by
+  /// Adds `s` to sources_ and epoll (run_mu_ held); its index, or -1.
+  int add_source(const Source& s);
+  /// Takes source `i` out of epoll and sources_ (run_mu_ held).
+  void drop_source(size_t i);
+  /// One round: reads the sources `ready` names (indexes into sources_)
+  /// and hands their packets to their QPs; caller holds run_mu_.
+  /// `drained` (optional): whether each was read until empty.
+  /// `ack_per_batch`: the ACKs the packets caused (held by
   /// NetQp::on_packet) go out after each batch of datagrams; else they
   /// wait for the caller's next flush_acks.
   int round(const int* ready, int n, bool* drained = nullptr, bool ack_per_batch = true);
-  /// The sockets readable now (one epoll_wait, no waiting); caller holds run_mu_.
+  /// The sources readable now (one epoll_wait, no waiting); caller holds run_mu_.
   int readable(int* ready);
-  /// Keeps socket `code` in parked_ while `ep` holds parked packets.
-  void track_parked(const link::UdpEndpoint* ep, int code);
-  /// Adds the sockets holding parked packets to ready[0, n) (each once); returns the new n.
+  /// The sources `who` reads directly, in the order read (caller holds
+  /// run_mu_); *skipped: some were left unread this time.
+  int pick(Reader who, int* ready, bool* skipped);
+  /// Keeps source `i` in parked_ while it holds parked packets.
+  void track_parked(size_t i);
+  /// Adds the sources holding parked packets to ready[0, n) (each once); returns the new n.
   int with_parked(int* ready, int n) const;
   /// Logs what became of packets for other processes' QPs (when the last QP goes).
   void log_forwarded();
@@ -103,45 +133,37 @@ class NetEngine {
   void fork_parent();
   void fork_child();
 
-  // Held while calling into NetQps; add/remove take it. Lock order: core/qp.h
-  // (Qp::sq_mu_ -> run_mu_ -> NetQp::mu_).
+  // Held while calling into NetQps; add/remove take it. Lock order:
+  // docs/threads.md (Qp::sq_mu_ -> xdp_mu_ -> run_mu_ -> NetQp::mu_).
   std::mutex run_mu_;
-  std::vector<NetQp*> slots_;  // the QPs, by their index in epoll
-  // QPs' receiving sockets beside their own: a multicast group's
-  // (NetQp::join) or another address's (NetQp::add_address); in epoll as
-  // kExtraTag | index.
-  struct Extra {
-    NetQp* q;
-    link::UdpEndpoint* ep;
-    bool multicast;
-  };
-  std::vector<Extra> extras_;
-  // AF_XDP ports, by interface (a null port: none for this process there);
-  // in epoll as kXdpTag | index. Added under xdp_mu_ and run_mu_.
+  std::vector<Source> sources_;  // by epoll data
+  // AF_XDP ports, by interface (a null port: none for this process there).
+  // Added under xdp_mu_ and run_mu_.
   struct Xdp {
     uint32_t ifindex;
     std::unique_ptr<link::XdpPort> port;
   };
   std::vector<Xdp> xdp_;
   std::mutex xdp_mu_;  // serializes xdp_port (lock order: xdp_mu_ -> run_mu_)
-  // Packets other processes of the host got for our QPs (net_forward.h);
-  // in epoll as kInboxTag. `inbox_used_`: one has come, so more will (its
-  // flow's datagrams all go to that other process): poll_now reads it
-  // every time from then on.
+  // Packets other processes of the host got for our QPs (contract/inbox.h).
+  // `inbox_used_`: one has come, so more will (its flow's datagrams all go
+  // to that other process): the application's polls read it every time
+  // from then on.
   std::unique_ptr<NetInbox> inbox_;
   bool inbox_used_ = false;
   NetForwarder forwarder_;     // to the inboxes of other processes
   unsigned direct_polls_ = 0;  // poll_now's direct reads (under run_mu_)
-  // Sockets (ready codes, as in round()) whose endpoints hold parked packets:
-  // read again by every round even when not readable.
+  // Sources (indexes) whose packets wait parked: read again by every round
+  // even when not readable.
   std::vector<int> parked_;
   std::unordered_map<uint32_t, NetQp*> by_qpn_;
+  int n_qps_ = 0;  // Source::Kind::kQp in sources_ (under run_mu_)
   int ep_ = -1, wake_ = -1;
   int ep_timers_ = -1;  // epoll with the wake-up only: the thread's sleep while the application polls
   std::atomic<uint64_t> app_poll_ns_{0};  // the application's last poll or post
   std::atomic<uint64_t> app_read_ns_{0};  // its last poll that read the sockets
   // Every packet that arrived before this time has been handled (an
-  // application's poll read every socket empty).
+  // application's poll read every source empty).
   std::atomic<uint64_t> drained_ns_{0};
   bool started_ = false;
   ForkGate fork_gate_;

@@ -1,9 +1,9 @@
 // The network link's engine of one QP (RoCE v2): the RC requester and
 // responder state machines (or UC's, or UD's receive side) bound to the
 // QP's shared state (its receive queue or SRQ, CQ and MR table, through the
-// target-side helpers of core/target.h) and to its UDP sockets or its
+// target-side helpers of memory/target.h) and to its UDP sockets or its
 // process's AF_XDP port. It reports to its QP through QpOwner only
-// (core/link_engine.h). The owning process runs it: packets and timers
+// (net/link_engine.h). The owning process runs it: packets and timers
 // come from the NetEngine thread, or from the application's thread while
 // it polls a CQ; posts from ibv_post_send.
 //
@@ -15,8 +15,8 @@
 // process: no daemon hop (docs/network-link.md, "How packets reach their
 // QP"). A UD QP receives on an unconnected socket bound to <local IP>:4791
 // (any sender; a datagram for another process's UD QP is delivered to it by
-// core/ud_forward.h) and sends each datagram to the address its AH names.
-// Opening, starting and closing: core/net_qp_open.cc.
+// net/ud_forward.h) and sends each datagram to the address its AH names.
+// Opening, starting and closing: net/net_qp_open.cc.
 #pragma once
 
 #include <atomic>
@@ -76,7 +76,7 @@ class NetQp final : public LinkEngine {
     const QpModifyArgs* attr = nullptr;
     /// Its own shared state, as the target-side helpers take it.
     PeerQp self;
-    /// Where its link and machines count (core/counters.h), or null.
+    /// Where its link and machines count (contract/counters.h), or null.
     NetCounters* counters = nullptr;
     /// UD: the multicast groups it is attached to (IPv4, network order).
     const std::vector<uint32_t>* groups = nullptr;

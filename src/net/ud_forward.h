@@ -3,7 +3,7 @@
 // one destination port), and Linux hands each unicast datagram to one of
 // those sockets — the one bound last — whichever process owns the QP the
 // packet names. The process that got it delivers it to the named QP as the
-// intra-host link delivers a UD SEND (core/target.h): it acts as
+// intra-host link delivers a UD SEND (memory/target.h): it acts as
 // that QP's NIC on the QP's shared receive queue and CQ, so the owner needs
 // no system call and no daemon hop (docs/network-link.md, "How packets
 // reach their QP").

@@ -1,5 +1,5 @@
 // A send work request as a QP hands it to the engine of the link that
-// carries it (core/link_engine.h), and the rules it follows whichever link
+// carries it (net/link_engine.h), and the rules it follows whichever link
 // that is: which message it becomes, which opcode its completion reports,
 // and the Q_Key a UD SEND carries.
 #pragma once

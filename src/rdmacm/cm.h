@@ -109,8 +109,7 @@ void queue_event(rdma_event_channel* ch, Event* e);
 /// For a synchronous id, waits for the event its call caused.
 inline int settle(CmId* id) { return id->sync ? sync_wait(id) : 0; }
 
-/// The Q_Key the kernel's CM gives UD QPs (RDMA_UDP_QKEY).
-constexpr uint32_t kUdpQkey = 0x01234567;
+using cmproto::kUdpQkey;
 
 /// Fails a call: errno = err, -1.
 inline int fail(int err) {

@@ -1,5 +1,5 @@
 // The process's connections to uroced's connection manager
-// (core/cm_protocol.h): an event link, whose reader thread turns uroced's
+// (contract/cm_protocol.h): an event link, whose reader thread turns uroced's
 // events into events on the ids' channels (connect.cc says what each one
 // does), and a call channel, on which a caller sends its request and reads
 // the answer itself (one call at a time; posts go the same way, so uroced

@@ -70,10 +70,9 @@ struct RequesterConfig {
   /// bursts a receiver's socket must absorb). The requester halves its
   /// window at each PSN-sequence NAK (8 after a timeout) and grows it again
   /// by what each ACK acknowledges, up to this. Not for UC (nothing is acknowledged).
-  /// 1024: `ib_write_bw` 1 MiB over UDP sockets between two namespaces
-  /// 2.92-3.02 GB/s against 2.45-2.51 with 512 (the window was the limit:
-  /// ~1 MB in flight at a round trip of a few hundred us under that load);
-  /// 64 KiB and the AF_XDP link unchanged.
+  /// 1024 packets cover a loaded path's bandwidth-delay product between two
+  /// namespaces (~1 MB in flight; 512 was the limit of `ib_write_bw` 1 MiB
+  /// there: bench/RESULTS.md).
   uint32_t window = 1024;
   /// UC (unreliable connection): the same packets with the UC
   /// opcodes and no A bit; nothing is acknowledged, so a WQE is complete
@@ -117,7 +116,7 @@ class RcRequester {
   bool failed() const { return failed_; }
   size_t outstanding() const { return q_.size(); }
   const RequesterStats& stats() const { return stats_.get(); }
-  /// Counts from now on into `s` (core/counters.h).
+  /// Counts from now on into `s` (contract/counters.h).
   void count_into(RequesterStats* s) { stats_.use(s); }
 
  private:

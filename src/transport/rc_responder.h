@@ -103,7 +103,7 @@ class RcResponder {
   uint32_t msn() const { return msn_; }
   bool failed() const { return failed_; }
   const ResponderStats& stats() const { return stats_.get(); }
-  /// Counts from now on into `s` (core/counters.h).
+  /// Counts from now on into `s` (contract/counters.h).
   void count_into(ResponderStats* s) { stats_.use(s); }
 
  private:

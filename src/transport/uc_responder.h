@@ -29,7 +29,7 @@ class UcResponder {
   uint32_t epsn() const { return epsn_; }
   bool failed() const { return failed_; }
   const UcStats& stats() const { return stats_.get(); }
-  /// Counts from now on into `s` (core/counters.h).
+  /// Counts from now on into `s` (contract/counters.h).
   void count_into(UcStats* s) { stats_.use(s); }
 
  private:

@@ -25,7 +25,7 @@ class UdResponder {
   /// One packet for this QP, with the GRH of the IP header it arrived with.
   void on_request(const wire::Packet& p, const uint8_t grh[wire::kGrhBytes]);
   const UdStats& stats() const { return stats_.get(); }
-  /// Counts from now on into `s` (core/counters.h).
+  /// Counts from now on into `s` (contract/counters.h).
   void count_into(UdStats* s) { stats_.use(s); }
 
  private:

@@ -244,7 +244,7 @@ static void fill_device_attr(UDevice* d, ibv_device_attr* a) {
   a->max_mw = int(kLimits.max_mr);  // windows take MR-table slots
   a->max_raw_ipv6_qp = 0;
   a->max_raw_ethy_qp = 0;
-  // Multicast groups are joined on the network link (core/qp_net.cc).
+  // Multicast groups are joined on the network link (core/qp_send.cc, Qp::attach_mcast).
   if (core::ud_on_network(d->info)) {
     a->max_mcast_grp = int(kLimits.max_mcast_grp);
     a->max_mcast_qp_attach = int(kLimits.max_mcast_qp_attach);

@@ -126,7 +126,7 @@ constexpr const RateRow* find_rate(ibv_rate rate) {
 
 }  // namespace
 
-// The text lives with the device model (core/names.h): trace lines print it too.
+// The text lives with the device model (contract/names.h): trace lines print it too.
 static_assert(IBV_WC_TM_RNDV_INCOMPLETE == 23, "core::wc_status_str names 0..23");
 UROCE_EXPORT const char* ibv_wc_status_str(ibv_wc_status status) {
   return uroce::core::wc_status_str(uint32_t(status));

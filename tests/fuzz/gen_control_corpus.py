@@ -10,7 +10,7 @@ import struct
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus", "control")
 
-# core/control_protocol.h
+# contract/control_protocol.h
 HELLO, REGISTER, UNREGISTER, ALLOC_QPN, FREE_QPN, ALLOC_KEY, FREE_KEY = 1, 2, 3, 4, 5, 6, 7
 RESOLVE, PING, OPEN_XRCD, LINGER, ID_WATCH = 8, 9, 10, 11, 12
 # control_fuzz.cc's descriptor kinds

@@ -1,5 +1,5 @@
 // An initiator on this host remembers the region it wrote last
-// (core/qp_write.cc). Whatever the target changes after a good WRITE —
+// (core/shm_engine_write.cc). Whatever the target changes after a good WRITE —
 // deregisters the region, re-registers it elsewhere or without remote
 // write, takes remote write from its QP, leaves RTS — the next WRITE with
 // the same R_Key sees it, as an HCA checks every request (IBA 9.7.5.1.3:

@@ -1,7 +1,7 @@
 // Scribbling over a context segment of this process, as a buggy or hostile
 // peer could over it (corrupt_segment_test.cc): the peer process does it to
 // its own segment, and the test to its own. Reads the layout of
-// core/shm_layout.h; no verbs.
+// contract/shm_layout.h; no verbs.
 #pragma once
 
 #include <dirent.h>

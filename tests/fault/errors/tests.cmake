@@ -5,7 +5,7 @@
 # The forked peer of the process-death tests: a plain verbs program, exec'd by
 # the tests so it starts with a clean library and its own uroced connection.
 add_executable(fault_errors_peer ${CMAKE_CURRENT_LIST_DIR}/peer_main.cc)
-# (It reads core/shm_layout.h to corrupt its own segment: corrupt_segment_test.cc.)
+# (It reads contract/shm_layout.h to corrupt its own segment: corrupt_segment_test.cc.)
 target_include_directories(fault_errors_peer PRIVATE ${IBVERBS_INCLUDE_DIR} ${PROJECT_SOURCE_DIR}/tests
                                                    ${PROJECT_SOURCE_DIR}/src)
 target_link_libraries(fault_errors_peer PRIVATE ibverbs)
@@ -41,7 +41,7 @@ uroce_gtest(fault_errors_daemon_race_test LABEL fault TIMEOUT 30 VERBS SOURCES
   ${UROCE_FAULT_ERRORS_DIR}/fault_harness.cc
   ${UROCE_FAULT_ERRORS_DIR}/daemon_race_test.cc)
 
-# corrupt_segment_test.cc scribbles over its own segment (scribble.h reads core/shm_layout.h).
+# corrupt_segment_test.cc scribbles over its own segment (scribble.h reads contract/shm_layout.h).
 target_include_directories(fault_errors_test PRIVATE ${PROJECT_SOURCE_DIR}/src)
 
 foreach(t fault_errors_test fault_errors_daemon_death_test fault_errors_lock_wait_test fault_errors_daemon_race_test)

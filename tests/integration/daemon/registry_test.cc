@@ -1,4 +1,4 @@
-// uroced's registry of QP numbers and its directory (core/qp_directory.h):
+// uroced's registry of QP numbers and its directory (contract/qp_directory.h):
 // QPNs handed out in batches for a context's QP slots, each published with
 // its owner and place, and taken out of the directory when freed or when the
 // process goes.

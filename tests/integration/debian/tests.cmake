@@ -43,7 +43,7 @@ uroce_debian_test(debian_ud_pingpong_mtu ud_pingpong.sh ${UROCE_UD_PORT} uroce_l
 # UD between two processes of this host over the network link
 # (UROCE_LINK=udp): both QPs listen on 127.0.0.1:4791, Linux hands every
 # datagram to one of the two sockets, and that process delivers the other's
-# (core/ud_forward.h). Holds the lock of the tests that share that port.
+# (net/ud_forward.h). Holds the lock of the tests that share that port.
 uroce_debian_pair(debian_ud_pingpong_udp 13 ibv_ud_pingpong -c -n 1000)
 set_property(TEST debian_ud_pingpong_udp APPEND PROPERTY ENVIRONMENT UROCE_LINK=udp)
 set_tests_properties(debian_ud_pingpong_udp PROPERTIES RESOURCE_LOCK uroce_udp_loopback)

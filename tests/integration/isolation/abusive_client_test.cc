@@ -7,7 +7,7 @@
 //
 // The test starts its own uroced (a child of this process, so that it can
 // look at its /proc entries) under a private name, and talks the control
-// protocol (core/control_protocol.h) on raw sockets, as an attacker would.
+// protocol (contract/control_protocol.h) on raw sockets, as an attacker would.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>

@@ -7,7 +7,7 @@
 // on one host) and their receiving sockets have the same four addresses:
 // Linux hands every datagram of them to one socket, so some land in a
 // process that does not own the QP they name. They must still reach their
-// QP (core/net_forward.h); before, they were dropped, and an RC QP of
+// QP (contract/inbox.h); before, they were dropped, and an RC QP of
 // another process ended in RETRY_EXC_ERR, a UC receive never completed.
 // A destroyed RC QP's receiving socket goes to uroced for a while (its
 // linger), and is then the socket bound last on its flow's addresses: the

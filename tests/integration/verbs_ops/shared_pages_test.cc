@@ -1,4 +1,4 @@
-// Shared pages across processes (core/mr_backing.h, core/peer_pages.h):
+// Shared pages across processes (memory/mr_backing.h, memory/peer_pages.h):
 //  - a region that starts and ends in the middle of pages: its whole pages
 //    are reached by memcpy, its edge pages by process_vm_*; every byte must
 //    land, and none outside the region;

@@ -33,7 +33,7 @@ uroce_gtest_variant(verbs_ops_comp_channel_test fence LABEL integration ENV UROC
 # 127.0.0.1 between the processes). Not stopped_target (a stopped process
 # cannot answer packets; only the intra-host link reaches its memory). The UD
 # tests' two processes both listen on 127.0.0.1:4791; Linux gives each
-# datagram to one of them, which delivers the other's (core/ud_forward.h).
+# datagram to one of them, which delivers the other's (net/ud_forward.h).
 foreach(t rc_ops srq comp_channel post_send_ex atomic_stress sqd uc_ud mcast xrc_open_qp shared_flow)
   uroce_gtest_variant(verbs_ops_${t}_test udp LABEL integration ENV UROCE_LINK=udp)
 endforeach()

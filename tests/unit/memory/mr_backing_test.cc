@@ -1,4 +1,4 @@
-// Re-backing registered pages with a memfd (core/mr_backing.h): which memory
+// Re-backing registered pages with a memfd (memory/mr_backing.h): which memory
 // is shared, that its bytes survive every transition, that the sharing is
 // real (a second mapping of the memfd sees the program's stores and the
 // other way round), that it ends with the last user, and that a fork() child
@@ -51,7 +51,7 @@ namespace {
 const uint64_t kPage = uint64_t(sysconf(_SC_PAGESIZE));
 
 // Pages are re-backed only where writes can be held during the move
-// (core/write_hold.h): root here, or a host that lets users' userfaultfds
+// (memory/write_hold.h): root here, or a host that lets users' userfaultfds
 // take kernel faults.
 #define REQUIRE_WRITE_HOLD()                                                           \
   if (!WriteHold::available())                                                         \

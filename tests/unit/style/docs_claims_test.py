@@ -63,7 +63,7 @@ RULES = [
      "the AF_XDP link moves whole Ethernet frames (src/link/xdp_link.cc)",
      "uroce is an RDMA NIC over UDP sockets and never sees Ethernet frames"),
     ("allocator clears every block", r"memset`?s the (?:\*\*)?whole(?: class)?", ALL,
-     "Segment::alloc (src/core/segment.cc) clears only recycled blocks; fresh ones stay untouched",
+     "Segment::alloc (src/memory/segment.cc) clears only recycled blocks; fresh ones stay untouched",
      "It then `memset`s the **whole class**, so every page of the block is touched"),
     ("RC QP costs 12 KiB", r"\| RC QP \| \*\*12 KiB|QP costs \*\*ring class \+ 4 KiB|own page = 12 KiB", ALL,
      "QpShm places come in chunks of 8 (Context::take_qp_slot): 512 B of a page, not a page",
