@@ -3,9 +3,11 @@
 #   1. scripts/setup.sh (Debian packages);
 #   2. `build`: configure, build, run every CTest test (all tiers);
 #   3. interop with the kernel's Soft-RoCE (tests/interop/rxe_interop.sh:
-#      ../shared's qemu harness, then our own cases), in the background: the
-#      TCG guest keeps about one core busy, so it runs beside phases 4 and 5
-#      (compilers, mostly) and its output comes last;
+#      ../shared's qemu harness, then our own cases), in the background from
+#      the moment `build` is built: the TCG guest keeps about one core busy
+#      and is the longest phase, so it runs beside the main ctest (which
+#      keeps ~1.2 cores busy on average: many tests lock a resource or take
+#      both processors) and phases 4 and 5; its output comes last;
 #   4. `build-asan` (-DUROCE_SANITIZE=ON, ASan+UBSan): build and run the
 #      GoogleTest tiers (conformance's included) and the fuzz corpus
 #      replays, minus the tests labelled `debian` (they load our
@@ -50,13 +52,13 @@ failed=()
 log "build (build)"
 interop_pid=
 if configure_and_build "$root/build" -DUROCE_SANITIZE=OFF; then
+  log "interop with kernel rxe: started in the background (output at the end)"
+  timeout 2400 bash tests/interop/rxe_interop.sh "$root/build" >"$root/build/rxe_interop.log" 2>&1 &
+  interop_pid=$!
   log "ctest: all tests (build)"
   if ! timeout 1200 ctest --test-dir "$root/build" --output-on-failure -j"$jobs" --timeout 300; then
     failed+=("ctest in build")
   fi
-  log "interop with kernel rxe: started in the background (output at the end)"
-  timeout 2400 bash tests/interop/rxe_interop.sh "$root/build" >"$root/build/rxe_interop.log" 2>&1 &
-  interop_pid=$!
 else
   failed+=("build")
 fi

@@ -32,8 +32,14 @@ if [[ ! -x $harness/test-uroce-rxe.sh ]]; then
   exit 77
 fi
 # One image for both runs: it holds our multicast peer (see rxe_cases.sh).
-export RXEQ_EXTRA="$build/bin/rxe_mcast_peer rstream riostream"
-mkdir -p "$RXEQ_CACHE/logs"
+# The guest mounts tmpfs over /tmp, /run and /dev/shm, which would hide a
+# build tree there (a clone under /tmp): the image takes the copy kept in
+# the cache (copied when it changed, so that an unchanged peer leaves the
+# image as it is).
+mkdir -p "$RXEQ_CACHE/logs" "$RXEQ_CACHE/peer"
+peer=$RXEQ_CACHE/peer/rxe_mcast_peer
+cmp -s "$build/bin/rxe_mcast_peer" "$peer" || cp "$build/bin/rxe_mcast_peer" "$peer" || exit 2
+export RXEQ_EXTRA="$peer rstream riostream"
 if ! "$harness/build-initramfs.sh" >"$RXEQ_CACHE/logs/image-build.log" 2>&1; then
   echo "SKIP rxe interop: the guest's image could not be built (log: $RXEQ_CACHE/logs/image-build.log)"
   exit 77
@@ -89,7 +95,7 @@ for link in udp xdp; do
   echo "-- [$SECONDS s] link $link: the harness's cases: test-uroce-rxe.sh (captures in $RXEQ_CACHE/uroce-rxe)"
   run_part "$harness/test-uroce-rxe.sh" "$build/lib" 2>&1 || rc=1
   echo "-- [$SECONDS s] link $link: our cases: rxe_cases.sh (captures in $RXEQ_CACHE/uroce-cases)"
-  run_part bash "$here/rxe_cases.sh" "$build/lib" "$build/bin/rxe_mcast_peer" "${ours[@]}" || rc=1
+  run_part bash "$here/rxe_cases.sh" "$build/lib" "$peer" "${ours[@]}" || rc=1
 done
 echo "-- [$SECONDS s] rxe interop: $( ((rc == 0)) && echo passed || echo FAILED)"
 exit "$rc"
