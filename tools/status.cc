@@ -65,9 +65,12 @@ bool fetch_report(Report* r) {
 std::string name_of(const char* field, size_t n) { return std::string(field, strnlen(field, n)); }
 
 /// The counters as JSON members ("name": value, ...) or as text lines.
-void print_counters(const core::NetCounters& c, bool json, const char* indent) {
+/// Every counter of `c`; a QP's gauges too when `gauges` (a device's
+/// totals have none).
+void print_counters(const core::NetCounters& c, bool json, const char* indent, bool gauges) {
   bool first = true;
   for (const core::CounterField& f : core::net_counter_fields()) {
+    if (f.gauge && !gauges) continue;
     const unsigned long long v = core::counter_at(c, f);
     if (json) {
       printf("%s\"%.*s\":%llu", first ? "" : ",", int(f.name.size()), f.name.data(), v);
@@ -138,12 +141,12 @@ int stat_show(const StatOptions& o) {
       if (o.json) {
         printf("[{\"dev\":\"%s\",\"qpn\":%u,\"pid\":%d,\"network\":%s,\"counters\":{", dev.c_str(), q.qpn,
                q.pid, q.has_counters ? "true" : "false");
-        print_counters(q.counters, true, "");
+        print_counters(q.counters, true, "", true);
         printf("}}]\n");
       } else {
         printf("%s qp %u (pid %d)%s\n", dev.c_str(), q.qpn, q.pid,
                q.has_counters ? "" : ": not on the network link, nothing counted");
-        if (q.has_counters) print_counters(q.counters, false, "    ");
+        if (q.has_counters) print_counters(q.counters, false, "    ", true);
       }
       return 0;
     }
@@ -157,11 +160,11 @@ int stat_show(const StatOptions& o) {
     if (!o.device.empty() && dev != o.device) continue;
     if (o.json) {
       printf("%s{\"dev\":\"%s\",\"qps\":%u,\"counters\":{", any ? "," : "", dev.c_str(), d.qps);
-      print_counters(d.counters, true, "");
+      print_counters(d.counters, true, "", false);
       printf("}}");
     } else {
       printf("%s: %u QPs\n", dev.c_str(), d.qps);
-      print_counters(d.counters, false, "    ");
+      print_counters(d.counters, false, "    ", false);
     }
     any = true;
   }
@@ -179,21 +182,33 @@ int res_qp_show(bool json) {
   if (json)
     printf("[");
   else
-    printf("%-12s %-9s %-8s %-9s %-6s %-9s %s\n", "DEV", "QPN", "PID", "TYPE", "STATE", "DEST_QPN", "LINK");
+    printf("%-12s %-9s %-8s %-9s %-6s %-9s %-4s %7s %9s\n", "DEV", "QPN", "PID", "TYPE", "STATE", "DEST_QPN",
+           "LINK", "WINDOW", "SRTT_US");
   bool first = true;
   for (const core::ReportQp& q : r.qps) {
     const std::string dev = name_of(q.dev, sizeof(q.dev));
     const char* link = core::qp_link_name(q.link);
-    if (json)
+    // A network QP's congestion window (packets) and smoothed round trip.
+    const bool cc = q.has_counters && q.counters.cc_now.window;
+    const unsigned long long window = q.counters.cc_now.window;
+    const double srtt_us = double(q.counters.cc_now.srtt_ns) / 1e3;
+    if (json) {
       printf(
           "%s{\"dev\":\"%s\",\"qpn\":%u,\"pid\":%d,\"type\":\"%s\",\"state\":\"%s\",\"dest_qpn\":%u,\"link\":"
-          "\"%s\"}",
+          "\"%s\"",
           first ? "" : ",", dev.c_str(), q.qpn, q.pid, core::qp_type_name(core::QpType(q.type)),
           core::qp_state_name(core::QpState(q.state)), q.dest_qpn, link);
-    else
-      printf("%-12s %-9u %-8d %-9s %-6s %-9u %s\n", dev.c_str(), q.qpn, q.pid,
+      if (cc) printf(",\"window\":%llu,\"srtt_us\":%.1f", window, srtt_us);
+      printf("}");
+    } else {
+      printf("%-12s %-9u %-8d %-9s %-6s %-9u %-4s", dev.c_str(), q.qpn, q.pid,
              core::qp_type_name(core::QpType(q.type)), core::qp_state_name(core::QpState(q.state)),
              q.dest_qpn, link);
+      if (cc)
+        printf(" %7llu %9.1f\n", window, srtt_us);
+      else
+        printf(" %7s %9s\n", "-", "-");
+    }
     first = false;
   }
   if (json) printf("]\n");

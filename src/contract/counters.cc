@@ -8,6 +8,8 @@ namespace {
 
 #define UROCE_COUNTER(path) \
   CounterField { #path, offsetof(NetCounters, path) }
+#define UROCE_GAUGE(path) \
+  CounterField { #path, offsetof(NetCounters, path), true }
 
 constexpr CounterField kFields[] = {
     UROCE_COUNTER(udp.sent),
@@ -38,6 +40,16 @@ constexpr CounterField kFields[] = {
     UROCE_COUNTER(req.seq_naks_rechecked),
     UROCE_COUNTER(req.probes),
     UROCE_COUNTER(req.dropped),
+    UROCE_COUNTER(cc.rtt_samples),
+    UROCE_COUNTER(cc.delay_cuts),
+    UROCE_COUNTER(cc.loss_cuts),
+    UROCE_COUNTER(cc.timeouts),
+    UROCE_COUNTER(cc.cnps),
+    UROCE_COUNTER(cc.cnp_cuts),
+    UROCE_GAUGE(cc_now.window),
+    UROCE_GAUGE(cc_now.srtt_ns),
+    UROCE_GAUGE(cc_now.min_rtt_ns),
+    UROCE_GAUGE(cc_now.target_ns),
     UROCE_COUNTER(resp.packets),
     UROCE_COUNTER(resp.duplicates),
     UROCE_COUNTER(resp.acks),
@@ -67,6 +79,7 @@ constexpr CounterField kFields[] = {
 };
 
 #undef UROCE_COUNTER
+#undef UROCE_GAUGE
 
 // Every uint64_t after the magic is a counter, and each is named once.
 static_assert(sizeof(kFields) / sizeof(kFields[0]) == sizeof(NetCounters) / 8 - 1,
@@ -78,6 +91,7 @@ std::span<const CounterField> net_counter_fields() { return kFields; }
 
 void add_counters(NetCounters* into, const NetCounters& from) {
   for (const CounterField& f : kFields) {
+    if (f.gauge) continue;
     uint64_t a, b;
     memcpy(&a, reinterpret_cast<const char*>(into) + f.offset, 8);
     memcpy(&b, reinterpret_cast<const char*>(&from) + f.offset, 8);

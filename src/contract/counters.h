@@ -25,7 +25,7 @@
 namespace uroce::core {
 
 struct NetCounters {
-  static constexpr uint64_t kMagic = 0x32544e4345434f52ull;  // "ROCECNT2"
+  static constexpr uint64_t kMagic = 0x33544e4345434f52ull;  // "ROCECNT3"
   uint64_t magic;
   /// The QP's sockets: its sending ones count what they send, its
   /// receiving ones what they receive (each field has one writer).
@@ -34,6 +34,8 @@ struct NetCounters {
   link::IdTrust::Stats id;
   link::FaultInjector::Stats faults;  // what UROCE_FAULTS did to what it sent
   transport::RequesterStats req;
+  transport::CongestionStats cc;
+  transport::CongestionGauges cc_now;  // gauges: not added up (CounterField::gauge)
   transport::ResponderStats resp;
   transport::UcStats uc;
   transport::UdStats ud;
@@ -44,6 +46,9 @@ static_assert(std::is_standard_layout_v<NetCounters> && sizeof(NetCounters) % 8 
 struct CounterField {
   std::string_view name;
   size_t offset;
+  /// A value of one QP now (a window, a round trip), not a count: device
+  /// totals leave it out.
+  bool gauge = false;
 };
 /// Every counter of a NetCounters, in print order.
 std::span<const CounterField> net_counter_fields();
@@ -53,7 +58,7 @@ inline uint64_t counter_at(const NetCounters& c, const CounterField& f) {
   __builtin_memcpy(&v, reinterpret_cast<const char*>(&c) + f.offset, 8);
   return v;
 }
-/// into += from, counter by counter.
+/// into += from, counter by counter (gauges: left as they are).
 void add_counters(NetCounters* into, const NetCounters& from);
 
 }  // namespace uroce::core

@@ -182,6 +182,7 @@ Result<std::unique_ptr<UdpEndpoint>> UdpEndpoint::open(const Options& o) {
     if (connect(e->fd_, c.get(), c.len) != 0) return Status(errno);
     e->from_ = o.connect_to;
   }
+  if (o.timestamps) e->timestamps_ = setsockopt(e->fd_, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof(one)) == 0;
   if (o.faults.any()) e->faults_ = std::make_unique<FaultInjector>(o.faults);
   if (o.capture_to) {
     e->capture_ = o.capture_to;
@@ -375,7 +376,8 @@ int UdpEndpoint::poll(OnPacket on_packet, int max, bool* more) {
   mmsghdr msgs[kBatch];
   iovec iov[kBatch];
   sockaddr_in6 from[kBatch];  // or sockaddr_in
-  alignas(cmsghdr) char ctl[kBatch][CMSG_SPACE(sizeof(in_pktinfo)) + CMSG_SPACE(sizeof(int))];
+  alignas(cmsghdr) char
+      ctl[kBatch][CMSG_SPACE(sizeof(in_pktinfo)) + CMSG_SPACE(sizeof(int)) + CMSG_SPACE(sizeof(timespec))];
   // A quiet socket (the last read found at most one datagram) is read with
   // one recvmsg: recvmmsg also tries a second entry, which costs a datagram
   // ~0.3 us more on its way in here. After a datagram, the next read is a
@@ -411,19 +413,30 @@ int UdpEndpoint::poll(OnPacket on_packet, int max, bool* more) {
     // which retransmits.
     return released;
   }
+  // The kernel stamps with CLOCK_REALTIME: a datagram's age now, taken
+  // from the fast clock's now, is its arrival on the fast clock.
+  const uint64_t wall = timestamps_ ? wall_ns() : 0;
+  const uint64_t fast = timestamps_ ? fast_now_ns() : 0;
   for (int i = 0; i < got; ++i) {
     const UdpAddr src = from_.ip.empty() ? udp_addr_of(reinterpret_cast<const sockaddr*>(&from[i])) : from_;
     const UdpAddr& dst = local_;
     size_t seg = 0;
+    arrived_ns_ = 0;
     for (cmsghdr* c = CMSG_FIRSTHDR(&msgs[i].msg_hdr); c; c = CMSG_NXTHDR(&msgs[i].msg_hdr, c)) {
       if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO) {
         int v;
         memcpy(&v, CMSG_DATA(c), sizeof(v));
         seg = v > 0 ? size_t(v) : 0;
+      } else if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS) {
+        timespec ts;
+        memcpy(&ts, CMSG_DATA(c), sizeof(ts));
+        const uint64_t at = uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+        arrived_ns_ = fast - std::min(wall > at ? wall - at : 0, fast - 1);
       }
     }
     deliver(static_cast<const uint8_t*>(iov[i].iov_base), msgs[i].msg_len, seg, src, dst, on_packet);
   }
+  arrived_ns_ = 0;
   return got + released;
 }
 
@@ -475,7 +488,7 @@ void UdpEndpoint::hand_on(std::span<const uint8_t> p, const UdpAddr& src, uint16
     const size_t hl = ip_udp_headers(src, local_, p.size(), hdr, id, p.data());
     capture_->write({hdr, hl}, p, wall_ns(), false);
   }
-  decode_and_hand_on(p, *stats_, src, local_, on_packet);
+  decode_and_hand_on(p, *stats_, src, local_, on_packet, arrived_ns_);
 }
 
 }  // namespace uroce::link

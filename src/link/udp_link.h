@@ -105,11 +105,13 @@ uint32_t icrc_v6(const UdpAddr& src, const UdpAddr& dst, std::span<const uint8_t
 /// ICRC) whose ICRC checked out: decodes it and hands it to `on_packet`,
 /// counting into `s` (a link's Stats: cnp, malformed, received_bytes) what
 /// went no further and the bytes of what did.
+/// `rx_ns`: when it arrived (wire::Packet::rx_ns), 0 unknown.
 template <class Stats, class OnPacket>
 void decode_and_hand_on(std::span<const uint8_t> ib, Stats& s, const UdpAddr& src, const UdpAddr& dst,
-                        OnPacket on_packet) {
+                        OnPacket on_packet, uint64_t rx_ns = 0) {
   wire::Packet pk;
   const wire::DecodeError e = wire::decode(ib, &pk);
+  pk.rx_ns = rx_ns;
   if (e == wire::DecodeError::kCnp) {
     ++s.cnp;  // a congestion notification: counted only
     return;
@@ -141,6 +143,10 @@ class UdpEndpoint final : public PacketSource {
     /// interface that has this address. Every socket of the host that joined
     /// gets its own copy of each datagram.
     uint32_t join_on = 0;  // IPv4, network order (groups are IPv4 only)
+    /// Asks the kernel for each datagram's receive time (SO_TIMESTAMPNS):
+    /// packets then carry wire::Packet::rx_ns. A control message per read:
+    /// for the sockets whose packets time round trips (an RC flow's).
+    bool timestamps = false;
   };
   struct Stats {
     uint64_t sent = 0, send_errors = 0, received = 0, bad_icrc = 0, malformed = 0, cnp = 0;
@@ -227,7 +233,9 @@ class UdpEndpoint final : public PacketSource {
   wire::Ipv4Icrc icrc_;  // this endpoint's flows' ICRCs (seal, deliver)
   std::vector<uint8_t> tx_;
   std::vector<uint8_t> rx_;
-  bool quiet_ = false;  // see poll()
+  bool quiet_ = false;       // see poll()
+  bool timestamps_ = false;  // Options::timestamps
+  uint64_t arrived_ns_ = 0;  // the datagram deliver() is on: its receive time (0 unknown)
   int corked_ = 0;
   std::vector<uint8_t> queue_;  // queued packets back to back, ICRC space included
   size_t queue_len_ = 0;        // bytes of queue_ in use

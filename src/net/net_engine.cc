@@ -121,6 +121,21 @@ const NetLinkSettings& NetEngine::settings() {
       else if (strcmp(x, "1") != 0)
         UROCE_ERR("UROCE_LINK_XDP=%s: not understood (0, 1 or require); AF_XDP when lent", x);
     }
+    if (const char* c = getenv("UROCE_CC"); c && *c) {
+      if (strcmp(c, "0") == 0)
+        settings_.cc.enabled = false;
+      else if (strcmp(c, "1") != 0)
+        UROCE_ERR("UROCE_CC=%s: not understood (0 or 1); congestion control on", c);
+    }
+    if (const char* t = getenv("UROCE_CC_TARGET_US"); t && *t) {
+      char* end = nullptr;
+      const unsigned long us = strtoul(t, &end, 10);
+      if (*end == 0 && us > 0 && us <= 10'000'000)
+        settings_.cc.target_queue_ns = uint64_t(us) * 1000;
+      else
+        UROCE_ERR("UROCE_CC_TARGET_US=%s: not understood (1 to 10000000); %llu", t,
+                  (unsigned long long)(settings_.cc.target_queue_ns / 1000));
+    }
     if (const char* c = getenv("UROCE_CAPTURE"); c && *c) {
       const std::string path = expand_pid(c);
       auto w = wire::PcapWriter::open(path);

@@ -252,8 +252,12 @@ void NetQp::start(const QpModifyArgs& a) {
   rc.pmtu = pmtu_;
   rc.unreliable = type_ == QpType::kUc;
   rc.xrc = type_ == QpType::kXrcSend;
+  rc.cc = NetEngine::get().settings().cc;
   req_ = std::make_unique<transport::RcRequester>(rc, env_.get());
-  if (counters_) req_->count_into(&counters_->req);
+  if (counters_) {
+    req_->count_into(&counters_->req);
+    req_->count_into(&counters_->cc, &counters_->cc_now);
+  }
 }
 
 void NetQp::complete(const transport::SqWqe& w, WcStatus st, uint32_t byte_len) {
@@ -415,13 +419,27 @@ void NetQp::on_packet(const wire::Packet& p, const link::UdpAddr& from, const li
     if (uc_resp_) uc_resp_->on_request(p);
     in_packet_ = false;
   } else if (req_) {
+    const uint64_t changes = req_->congestion().changes();
     req_->on_response(p, fast_now_ns());
+    if (tracing() && req_->congestion().changes() != changes) trace_window();
   }
 }
 
 void NetQp::on_timer(uint64_t now) {
   Call call(this);
-  if (req_ && !flushed_) req_->on_timer(now);
+  if (!req_ || flushed_) return;
+  const uint64_t changes = req_->congestion().changes();
+  req_->on_timer(now);
+  if (tracing() && req_->congestion().changes() != changes) trace_window();
+}
+
+void NetQp::trace_window() {
+  const transport::CongestionControl& cc = req_->congestion();
+  const transport::CongestionStats& k = cc.stats();
+  trace(qpn_, "window %u srtt_us=%.1f target_us=%.1f (cuts: delay %llu loss %llu timeout %llu cnp %llu)",
+        cc.window(), double(cc.srtt_ns()) / 1e3, double(cc.target_ns()) / 1e3,
+        (unsigned long long)k.delay_cuts, (unsigned long long)k.loss_cuts, (unsigned long long)k.timeouts,
+        (unsigned long long)k.cnp_cuts);
 }
 
 void NetQp::flush() {

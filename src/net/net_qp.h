@@ -37,6 +37,7 @@
 #include "memory/peer_map.h"
 #include "net/link_engine.h"
 #include "net/qp_attr.h"
+#include "transport/congestion.h"
 #include "transport/rc_requester.h"
 #include "transport/rc_responder.h"
 #include "transport/uc_responder.h"
@@ -61,6 +62,7 @@ struct NetLinkSettings {
   link::FaultConfig faults;                   // UROCE_FAULTS
   std::shared_ptr<wire::PcapWriter> capture;  // UROCE_CAPTURE
   XdpUse xdp = XdpUse::kWhenLent;             // UROCE_LINK_XDP
+  transport::CongestionConfig cc;             // UROCE_CC, UROCE_CC_TARGET_US
 };
 
 class NetQp final : public LinkEngine {
@@ -166,6 +168,8 @@ class NetQp final : public LinkEngine {
   void send(wire::Packet& p) REQUIRES(mu_);
   /// Sends `p` through the QP's UDP socket, or its AF_XDP port.
   void transmit(wire::Packet& p) REQUIRES(mu_);
+  /// A trace line: the congestion window was cut (UROCE_TRACE).
+  void trace_window() REQUIRES(mu_);
   /// Sends the ACK on_packet held back, if any (caller holds mu_).
   void send_held_ack() REQUIRES(mu_);
   /// Nothing more is sent or answered, once the ACK of what the responder

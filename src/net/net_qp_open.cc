@@ -119,7 +119,12 @@ Status NetQp::open_sockets(const Setup& s) {
   }
   tx_ = std::move(t.value());
   link::UdpEndpoint::Options rx = receiver(local_ip_, link);
-  if (s.type != QpType::kUd) rx.connect_to = link::UdpAddr{remote_ip, peer_sport};
+  if (s.type != QpType::kUd) {
+    rx.connect_to = link::UdpAddr{remote_ip, peer_sport};
+    // The requester's round trips end at the kernel's receive time of the
+    // ACK, not when the process got to it (transport/congestion.h).
+    rx.timestamps = s.type == QpType::kRc || s.type == QpType::kXrcSend;
+  }
   auto r = link::UdpEndpoint::open(rx);
   if (!r.is_ok()) {
     UROCE_ERR("QP %u: cannot bind UDP port %u (%s)", qpn_, wire::kRoceV2Port, strerror(r.err()));

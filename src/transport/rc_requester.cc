@@ -65,18 +65,14 @@ void RcRequester::send_packet(Entry& e, uint32_t i, bool ask_ack) {
   // window is small (it shrinks at each loss) and the one packet asking at
   // its edge, or that ACK, is lost, nothing else would reopen it before the
   // timer (~a fifth of the windows at 10 % loss each way, measured).
-  const uint32_t every = std::max<uint32_t>(1, std::min(cfg_.ack_every, cwnd_ / 4));
+  const uint32_t every = std::max<uint32_t>(1, std::min(cfg_.ack_every, cwnd() / 4));
   p.bth.ack_req = !cfg_.unreliable && (s.last || ask_ack || ++since_ack_req_ >= every);
   if (p.bth.ack_req) since_ack_req_ = 0;
-  // The round trip: timed from a first transmission that asks for an ACK
-  // to the ACK that covers it, one at a time, never over a retransmission.
+  // The round trip: timed from each first transmission that asks for an
+  // ACK to the ACK that covers it, never over a retransmission.
   if (psn_diff(p.bth.psn, sent_hi_) >= 0) {
     sent_hi_ = psn_add(p.bth.psn, 1);
-    if (p.bth.ack_req && !rtt_timing_) {
-      rtt_timing_ = true;
-      rtt_psn_ = p.bth.psn;
-      rtt_from_ = now_ns_;
-    }
+    if (p.bth.ack_req) timed_.emplace_back() = Timed{p.bth.psn, now_ns_};
   }
   p.bth.solicited = s.last && w.solicited;
   p.va = w.remote_va;
@@ -124,7 +120,8 @@ void RcRequester::send_read(Entry& e, uint32_t k) {
 
 uint64_t RcRequester::nak_repeat_guard() const {
   const uint64_t cap = cfg_.timeout_ns ? cfg_.timeout_ns / 8 : kNakRepeatGuardNs;
-  return srtt_ns_ ? std::min(cap, std::max(srtt_ns_, kMinNakGuardNs)) : cap;
+  const uint64_t srtt = cc_.srtt_ns();
+  return srtt ? std::min(cap, std::max(srtt, kMinNakGuardNs)) : cap;
 }
 
 void RcRequester::pump(uint64_t now) {
@@ -148,13 +145,13 @@ void RcRequester::pump(uint64_t now) {
       if (is_read(e.w.kind)) {
         // Its responses count against the window as a write's packets do:
         // a peer that answers slowly is not asked at once for more than the
-        // window (a timeout restarts it from kMinWindow; before, every
+        // window (a timeout restarts it from one packet; before, every
         // outstanding READ went again, twice, and each is executed again:
         // 128 reads of 64 KiB asked anew of kernel rxe under qemu, which
         // then fell further behind until the requester gave up). The oldest
         // WQE always goes (its responses do not move una_: read_done does).
         if (!cfg_.unreliable && &e != &q_.front() &&
-            psn_diff(psn_add(e.first_psn, e.sent), window_base()) >= int32_t(cwnd_))
+            psn_diff(psn_add(e.first_psn, e.sent), window_base()) >= int32_t(cwnd()))
           break;
         send_read(e, e.sent);
         e.sent = total;
@@ -162,11 +159,11 @@ void RcRequester::pump(uint64_t now) {
       } else {
         uint32_t i = e.sent;
         for (; i < total; ++i) {
-          if (!cfg_.unreliable && psn_diff(psn_add(e.first_psn, i), window_base()) >= int32_t(cwnd_)) break;
+          if (!cfg_.unreliable && psn_diff(psn_add(e.first_psn, i), window_base()) >= int32_t(cwnd())) break;
           // The packet that fills the window asks for an ACK: only ACKs reopen it.
           send_packet(
               e, i,
-              !cfg_.unreliable && psn_diff(psn_add(e.first_psn, i + 1), window_base()) >= int32_t(cwnd_));
+              !cfg_.unreliable && psn_diff(psn_add(e.first_psn, i + 1), window_base()) >= int32_t(cwnd()));
           sent = true;
         }
         e.sent = i;
@@ -219,18 +216,20 @@ void RcRequester::ack_through(uint32_t psn, uint64_t now) {
   // An ACK in the middle of a long message moves the window on and counts
   // as progress for the retransmission timer.
   bool progress = false;
-  if (rtt_timing_ && psn_diff(psn, rtt_psn_) >= 0) {
-    rtt_timing_ = false;
-    const uint64_t sample = now > rtt_from_ ? now - rtt_from_ : 0;
-    srtt_ns_ = srtt_ns_ ? (7 * srtt_ns_ + sample) / 8 : sample;
-    min_rtt_ns_ = min_rtt_ns_ ? std::min(min_rtt_ns_, sample) : std::max<uint64_t>(sample, 1);
+  // Round trips end when the response arrived, if the link knows.
+  const uint64_t arrived = rx_ns_ && rx_ns_ <= now ? rx_ns_ : now;
+  uint64_t rtt = 0;
+  while (!timed_.empty() && psn_diff(psn, timed_.front().psn) >= 0) {
+    rtt = std::max<uint64_t>(arrived > timed_.front().at ? arrived - timed_.front().at : 0, 1);
+    timed_.pop_front();
   }
+  uint32_t acked = 0;
   if (const uint32_t next = psn_add(psn, 1); psn_diff(next, window_base()) > 0) {
-    // The window doubles per round trip without loss, back to its maximum.
-    cwnd_ = std::min<uint32_t>(cfg_.window, cwnd_ + uint32_t(psn_diff(next, window_base())));
+    acked = uint32_t(psn_diff(next, window_base()));
     una_ = next;
     progress = true;
   }
+  if (acked || rtt) cc_.on_ack(now, acked, rtt);
   while (!q_.empty()) {
     Entry& e = q_.front();
     if (!e.started) break;
@@ -254,7 +253,7 @@ void RcRequester::ack_through(uint32_t psn, uint64_t now) {
 }
 
 void RcRequester::go_back(uint32_t psn) {
-  rtt_timing_ = false;  // what it timed may be sent again (Karn)
+  while (!timed_.empty()) timed_.pop_front();  // what they timed may go again (Karn)
   probes_ = 0;
   bool found = false;
   for (Entry& e : q_) {
@@ -304,6 +303,11 @@ void RcRequester::flush() {
 
 void RcRequester::on_response(const Packet& p, uint64_t now) {
   now_ns_ = now;
+  rx_ns_ = p.rx_ns;
+  struct Reset {
+    uint64_t& v;
+    ~Reset() { v = 0; }
+  } reset{rx_ns_};
   if (failed_ || q_.empty() || cfg_.unreliable) {
     ++stats_->dropped;
     return;
@@ -351,8 +355,8 @@ void RcRequester::on_response(const Packet& p, uint64_t now) {
           nak_seen_ = true;
           nak_psn_ = p.bth.psn;
           nak_at_ = now;
-          nak_recheck_ = 0;                                   // this go-back replaces a pending second look
-          cwnd_ = std::max<uint32_t>(kMinWindow, cwnd_ / 2);  // a loss: send less into the gap next time
+          nak_recheck_ = 0;  // this go-back replaces a pending second look
+          cc_.on_loss(now);  // send less into the gap next time
           go_back(p.bth.psn);
           pump(now);
           return;
@@ -463,7 +467,7 @@ void RcRequester::on_timer(uint64_t now) {
       // The NAK repeated while its resend was on the way still stands.
       ++stats_->seq_naks_rechecked;
       nak_at_ = now;
-      cwnd_ = std::max<uint32_t>(kMinWindow, cwnd_ / 2);
+      cc_.on_loss(now);
       go_back(nak_psn_);
       pump(now);
       return;
@@ -484,7 +488,7 @@ void RcRequester::on_timer(uint64_t now) {
   // answer to get through almost never fails, so retry_cnt is spent on real
   // outages, not on unlucky single losses.
   for (Entry& e : q_) e.reasked_at = UINT64_MAX;
-  cwnd_ = kMinWindow;
+  cc_.on_timeout(now);
   for (int copy = 0; copy < 2; ++copy) {
     go_back(q_.front().first_psn);
     pump(now);
@@ -493,14 +497,14 @@ void RcRequester::on_timer(uint64_t now) {
 }
 
 uint64_t RcRequester::probe_time() const {
-  if (probes_ >= kMaxProbes || rnr_until_ || failed_ || !deadline_ || !min_rtt_ns_ || !cfg_.timeout_ns ||
+  if (probes_ >= kMaxProbes || rnr_until_ || failed_ || !deadline_ || !cc_.min_rtt_ns() || !cfg_.timeout_ns ||
       q_.empty())
     return 0;
   // From the least round trip seen: the smoothed one also counts the times
   // an ACK waited for the peer's own recovery (a ping-pong's peer answers
   // only once its previous message is acknowledged), milliseconds at 10 % loss.
-  const uint64_t pto = std::max(4 * min_rtt_ns_, kMinProbeNs);
-  const uint64_t at = pto << probes_;  // PTO, then 2 PTO after the last progress
+  const uint64_t pto = std::max(4 * cc_.min_rtt_ns(), kMinProbeNs);
+  const uint64_t at = pto << probes_;  // PTO, 2 PTO, 4 PTO... after the last progress
   if (at >= cfg_.timeout_ns / 2) return 0;
   return deadline_ - cfg_.timeout_ns + at;  // deadline_ was armed at the last progress
 }
@@ -508,8 +512,9 @@ uint64_t RcRequester::probe_time() const {
 void RcRequester::probe() {
   // A loss at the tail (nothing sent after it, so no NAK) or of the ACK
   // that ends a burst waits for the timer; hardware retransmits earlier
-  // than it (adaptive retransmission). Twice per quiet spell, the newest
-  // packet goes again asking for an ACK: the responder then ACKs it (the
+  // than it (adaptive retransmission). At growing intervals in a quiet spell
+  // (the peer may merely be descheduled), the newest packet goes again
+  // asking for an ACK: the responder then ACKs it (the
   // ACK was lost), takes it (it was lost) or, with an earlier gap, NAKs
   // at once (a resend). The retry count is not touched: only the timer is
   // a timeout.

@@ -18,6 +18,7 @@
 #include "common/counted.h"
 #include "common/ring_queue.h"
 #include "common/small_vec.h"
+#include "transport/congestion.h"
 #include "transport/packetizer.h"
 #include "transport/timers.h"
 #include "transport/types.h"
@@ -65,15 +66,15 @@ struct RequesterConfig {
   uint8_t rnr_retry = 7;  // 7 = retry forever
   uint32_t max_rd_atomic = 16;
   uint32_t ack_every = 16;  // also ask for an ACK every this many packets of a long message
-  /// Packets sent and not yet acknowledged, at most: a loss makes go-back-N
-  /// resend what follows it, so the window bounds that waste (and the
-  /// bursts a receiver's socket must absorb). The requester halves its
-  /// window at each PSN-sequence NAK (8 after a timeout) and grows it again
-  /// by what each ACK acknowledges, up to this. Not for UC (nothing is acknowledged).
+  /// Packets sent and not yet acknowledged, at most: the congestion
+  /// window's cap (transport/congestion.h). A loss makes go-back-N resend
+  /// what follows it, so the cap bounds that waste (and the bursts a
+  /// receiver's socket must absorb). Not for UC (nothing is acknowledged).
   /// 1024 packets cover a loaded path's bandwidth-delay product between two
-  /// namespaces (~1 MB in flight; 512 was the limit of `ib_write_bw` 1 MiB
-  /// there: bench/RESULTS.md).
+  /// namespaces (~1 MB in flight; bench/RESULTS.md).
   uint32_t window = 1024;
+  /// The congestion control within that cap (its max_window is `window`).
+  CongestionConfig cc;
   /// UC (unreliable connection): the same packets with the UC
   /// opcodes and no A bit; nothing is acknowledged, so a WQE is complete
   /// once its last packet is sent, and nothing is ever retransmitted.
@@ -94,7 +95,7 @@ struct RequesterStats {
 class RcRequester {
  public:
   RcRequester(const RequesterConfig& cfg, RequesterEnv* env)
-      : cfg_(cfg), env_(env), next_psn_(cfg.sq_psn), una_(cfg.sq_psn) {}
+      : cfg_(cfg), env_(env), next_psn_(cfg.sq_psn), una_(cfg.sq_psn), cc_(congestion_config(cfg)) {}
   /// Queues a WQE and sends what the window allows.
   void post(SqWqe&& w, uint64_t now_ns);
   /// One decoded response packet addressed to this QP.
@@ -116,8 +117,11 @@ class RcRequester {
   bool failed() const { return failed_; }
   size_t outstanding() const { return q_.size(); }
   const RequesterStats& stats() const { return stats_.get(); }
+  const CongestionControl& congestion() const { return cc_; }
   /// Counts from now on into `s` (contract/counters.h).
   void count_into(RequesterStats* s) { stats_.use(s); }
+  /// The congestion window's counts and gauges from now on into `s`, `g`.
+  void count_into(CongestionStats* s, CongestionGauges* g) { cc_.count_into(s, g); }
 
  private:
   struct Entry {
@@ -130,7 +134,15 @@ class RcRequester {
     uint64_t reasked_at = UINT64_MAX;  // READ / atomic: asked again from this offset (once per loss)
   };
 
+  static CongestionConfig congestion_config(const RequesterConfig& c) {
+    CongestionConfig cc = c.cc;
+    cc.max_window = c.window;
+    if (!cc.enabled) cc.initial = c.window;
+    return cc;
+  }
   void pump(uint64_t now);
+  /// Packets that may be unacknowledged now.
+  uint32_t cwnd() const { return cc_.window(); }
   /// Calls sq_drained once when draining and nothing that had begun is left.
   void check_drained();
   void send_packet(Entry& e, uint32_t i, bool ask_ack = false);
@@ -150,7 +162,8 @@ class RcRequester {
   uint64_t nak_repeat_guard() const;
   /// When the newest packet goes again early (0: not now): four of the least
   /// round trips seen (at least kMinProbeNs) after the last progress, then
-  /// twice that, if well before the timer.
+  /// at twice, four times... that (kMaxProbes at most), while before half
+  /// the timer.
   uint64_t probe_time() const;
   void probe();
   void fail_front(WcStatus st);
@@ -167,15 +180,14 @@ class RcRequester {
   RingQueue<Entry> q_;  // posted and not completed, in order
   uint32_t next_psn_;   // PSN of the next new packet
   uint32_t una_;        // every PSN before it is acknowledged (see ack_through)
-  static constexpr uint32_t kMinWindow = 8;
   static constexpr uint64_t kNakRepeatGuardNs = 1'000'000;  // without a timeout (it waits forever)
   static constexpr uint64_t kMinNakGuardNs = 5'000;
   static constexpr uint64_t kMinProbeNs = 200'000;
-  static constexpr uint32_t kMaxProbes = 2;
-  uint32_t cwnd_ = cfg_.window;  // the window in use (see RequesterConfig::window)
-  uint32_t reads_out_ = 0;       // READ / atomic requests outstanding
-  uint64_t deadline_ = 0;        // retransmission timer (0: off)
-  uint64_t rnr_until_ = 0;       // RNR wait (0: none)
+  static constexpr uint32_t kMaxProbes = 8;
+  CongestionControl cc_;    // the window in use (within RequesterConfig::window)
+  uint32_t reads_out_ = 0;  // READ / atomic requests outstanding
+  uint64_t deadline_ = 0;   // retransmission timer (0: off)
+  uint64_t rnr_until_ = 0;  // RNR wait (0: none)
   RetryBudget retries_{RetryRule::kAckTimeout}, rnr_retries_{RetryRule::kRnr};
   uint32_t since_ack_req_ = 0;
   // The last PSN-sequence NAK acted on: its PSN, when, and whether any.
@@ -186,12 +198,18 @@ class RcRequester {
   bool nak_seen_ = false;
   uint64_t nak_recheck_ = 0;  // a repeat was ignored: look again then (0: none)
   uint32_t probes_ = 0;       // early resends of the newest packet since the last progress
-  // The round trip, smoothed (0: not measured yet), from one timed packet at
-  // a time (see send_packet); sent_hi_: the PSN after the highest ever sent.
-  uint64_t srtt_ns_ = 0, rtt_from_ = 0, min_rtt_ns_ = 0;
-  uint32_t rtt_psn_ = 0, sent_hi_ = cfg_.sq_psn;
-  bool rtt_timing_ = false;
+  // Round trips: first transmissions that asked for an ACK, oldest first,
+  // with when they left; the ACK that covers one times it (Karn: a go-back
+  // forgets them all, as what they timed may go again). sent_hi_: the PSN
+  // after the highest ever sent.
+  struct Timed {
+    uint32_t psn = 0;
+    uint64_t at = 0;
+  };
+  RingQueue<Timed> timed_;
+  uint32_t sent_hi_ = cfg_.sq_psn;
   uint64_t now_ns_ = 0;  // the time of the call in progress (post, response, timer)
+  uint64_t rx_ns_ = 0;   // on_response: when its packet arrived (wire::Packet::rx_ns; 0 unknown)
   bool failed_ = false;
   bool draining_ = false, drained_told_ = false;
   std::vector<uint8_t> scratch_;

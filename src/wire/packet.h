@@ -81,6 +81,11 @@ struct Packet {
   // XRCETH (9.3.9): XRC requests
   uint32_t xrc_srqn = 0;  // 24 bits
   std::span<const uint8_t> payload;
+  /// Not on the wire: when the link took the packet in (the kernel's receive
+  /// time on the process's fast_now_ns() clock), 0 if it does not know.
+  /// Round trips measured to it leave out how long the packet then waited
+  /// for the process (a descheduled requester).
+  uint64_t rx_ns = 0;
 };
 
 enum class DecodeError : uint8_t {

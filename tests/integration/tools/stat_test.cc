@@ -103,17 +103,25 @@ TEST(UroceTool, CountersMoveByWhatTheFaultInjectorDid) {
   EXPECT_GE(counter(sj, "udp.sent_bytes"), (long long)kBatches * kPerBatch * kLen);
   EXPECT_EQ(counter(rj, "udp.received"), counter(sj, "faults.out"));  // every datagram sent arrived
   EXPECT_EQ(counter(sj, "udp.bad_icrc"), 0);
+  // Congestion control: the sender timed its packets, lost some and cut
+  // its window for it; its window now is at least one packet.
+  EXPECT_GT(counter(sj, "cc.rtt_samples"), 0);
+  EXPECT_GT(counter(sj, "cc.loss_cuts"), 0);
+  EXPECT_GE(counter(sj, "cc_now.window"), 1);
+  EXPECT_GT(counter(sj, "cc_now.srtt_ns"), 0);
 
   // The device's counters include both QPs' (and any QP that came before).
   const std::string dj = run_tool("stat -j uroce_lo");
   EXPECT_GE(counter(dj, "udp.bad_icrc"), counter(rj, "udp.bad_icrc")) << dj;
   EXPECT_GE(counter(dj, "req.retransmits"), counter(sj, "req.retransmits")) << dj;
+  EXPECT_EQ(dj.find("cc_now."), std::string::npos) << "a device's totals hold no gauges: " << dj;
 
   const std::string qj = run_tool("res qp -j");
   for (uint32_t qpn : {snd->info().qpn, rcv->info().qpn}) {
     const std::regex re(
         "\\{\"dev\":\"uroce_lo\",\"qpn\":" + std::to_string(qpn) +
-        ",\"pid\":[0-9]+,\"type\":\"RC\",\"state\":\"RTS\",\"dest_qpn\":[0-9]+,\"link\":\"udp\"\\}");
+        ",\"pid\":[0-9]+,\"type\":\"RC\",\"state\":\"RTS\",\"dest_qpn\":[0-9]+,\"link\":\"udp\","
+        "\"window\":[1-9][0-9]*,\"srtt_us\":[0-9.]+\\}");
     EXPECT_TRUE(std::regex_search(qj, re)) << "QP " << qpn << " in " << qj;
   }
   EXPECT_NE(qj.find("\"pid\":" + std::to_string(snd->proc().pid())), std::string::npos) << qj;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # uroce trace around an unmodified ibv_rc_pingpong pair over the UDP link:
 # one timeline per QP with the QP's state changes, its work requests, the
-# packets it sent and received and its completions, in order.
+# packets it sent and received and its completions, in order; then, with
+# packets lost (UROCE_FAULTS), the congestion window's cuts.
 # Usage: trace_test.sh UROCE_TOOL PORT   (exit 77: ibv_rc_pingpong missing)
 set -u
 tool=$1
@@ -39,4 +40,12 @@ for k in 1 2; do
   ((p < x && x < a && a < c)) || { rm -f "$out".?; fail "QP $k: events out of order ($p $x $a $c)"; }
 done
 rm -f "$out".?
-echo "PASS: 2 timelines, $(grep -c . "$out") lines"
+lines=$(grep -c . "$out")
+# Losses (5 % of the packets of 20-packet messages): each loss the requester
+# acts on cuts its window, and the trace says so.
+UROCE_FAULTS=drop=0.05,seed=7 timeout 60 "$tool" trace -o "$out" -- \
+  bash "$(dirname "$0")/../debian/run_pair.sh" "$port" ibv_rc_pingpong -d uroce_lo -g 1 -n 40 -s 20000 ||
+  fail "uroce trace or the pair failed (with losses)"
+grep -qE 'window [0-9]+ srtt_us=[0-9.]+ target_us=[0-9.]+ \(cuts: delay [0-9]+ loss [1-9][0-9]* ' "$out" ||
+  fail "no window cut for a loss in the trace"
+echo "PASS: 2 timelines, $lines lines; window cuts: $(grep -c ' window [0-9]' "$out")"

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "common/clock.h"
 #include "wire/icrc.h"
 #include "wire/ip_udp.h"
 #include "wire/pcap_writer.h"
@@ -187,6 +188,40 @@ TEST(UdpLink, CorkedPacketsLeaveAsGsoRunsAndArriveIntact) {
   ASSERT_EQ(at_c.size(), 3u);
   for (uint32_t i = 0; i < 3; ++i) EXPECT_EQ(at_c[i].p.bth.psn, 1000 + i);
   EXPECT_EQ(c->stats().bad_icrc, 0u);
+}
+
+// Options::timestamps: a packet carries the kernel's receive time on the
+// process's fast clock, so a packet that waited in the socket before the
+// process read it shows it waited (a requester's round trips end there);
+// without the option, 0 (unknown).
+TEST(UdpLink, TimestampsSayWhenThePacketArrivedNotWhenItWasRead) {
+  auto a = endpoint(14);
+  UdpEndpoint::Options o;
+  o.bind = UdpAddr{lo(), port(15)};
+  o.timestamps = true;
+  auto stamped = UdpEndpoint::open(o);
+  ASSERT_TRUE(stamped.is_ok()) << strerror(stamped.err());
+  auto b = std::move(stamped.value());
+  auto c = endpoint(16);
+  ASSERT_TRUE(a && c);
+  std::vector<uint8_t> data(64, 1);
+  Packet p = sample(0, data);
+  const uint64_t before = fast_now_ns();
+  ASSERT_TRUE(a->send(p, b->local()));
+  ASSERT_TRUE(a->send(p, c->local()));
+  const uint64_t sent = fast_now_ns();
+  usleep(30'000);  // both wait in their sockets
+  auto got = receive(*b, 1);
+  const uint64_t read = fast_now_ns();
+  ASSERT_EQ(got.size(), 1u);
+  // Within the sends (loopback delivers during the call), give or take the
+  // two clocks' difference in rate (1 % at most: common/clock.h).
+  EXPECT_GE(got[0].p.rx_ns + 1'000'000, before) << "arrived before it was sent";
+  EXPECT_LE(got[0].p.rx_ns, sent + 1'000'000) << "arrived after it was sent";
+  EXPECT_GE(read - got[0].p.rx_ns, 20'000'000u) << "the 30 ms in the socket are not in the arrival time";
+  auto plain = receive(*c, 1);
+  ASSERT_EQ(plain.size(), 1u);
+  EXPECT_EQ(plain[0].p.rx_ns, 0u);
 }
 
 TEST(UdpLink, AWildcardAddressIsRefused) {

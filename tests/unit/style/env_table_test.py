@@ -51,6 +51,8 @@ DEFAULTS = {
                                   lambda m: int(m.group(1))),
     "UROCE_CM_RETRIES": (r'struct CmTiming \{\s*uint8_t response_timeout = \d+;\s*uint8_t max_retries = (\d+);',
                          lambda m: int(m.group(1))),
+    "UROCE_CC": (r'bool enabled = (true|false);', lambda m: 1 if m.group(1) == "true" else 0),
+    "UROCE_CC_TARGET_US": (r'uint64_t target_queue_ns = ([\d\']+);', lambda m: int(m.group(1).replace("'", "")) // 1000),
     "UROCE_FAULTS": None,
     "UROCE_TRACE": None,
     "UROCE_CAPTURE": None,
