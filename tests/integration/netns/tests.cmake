@@ -131,3 +131,11 @@ if(UROCE_SANITIZE)
   set_target_properties(mcast_peer PROPERTIES EXCLUDE_FROM_ALL ON)  # for `debian` tests only
 endif()
 uroce_netns_test(ud_multicast 60 --capture -- bash ${UROCE_NETNS_DIR}/mcast_pair.sh $<TARGET_FILE:mcast_peer>)
+
+# Incast (correctness, not speed): two senders' checked pingpongs at once
+# through one bridge port shaped by tbf with a small queue (bench/incast.py's
+# topology), on UDP sockets and on AF_XDP.
+uroce_script_test(netns_incast_smoke LABEL integration TIMEOUT 180
+                  COMMAND python3 ${UROCE_NETNS_DIR}/incast_smoke.py ${CMAKE_BINARY_DIR} ${UROCE_NETNS_PORT})
+set_property(TEST netns_incast_smoke APPEND PROPERTY LABELS netns debian fault)
+set_tests_properties(netns_incast_smoke PROPERTIES PROCESSORS 2)
