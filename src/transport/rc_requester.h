@@ -137,7 +137,6 @@ class RcRequester {
   static CongestionConfig congestion_config(const RequesterConfig& c) {
     CongestionConfig cc = c.cc;
     cc.max_window = c.window;
-    if (!cc.enabled) cc.initial = c.window;
     return cc;
   }
   void pump(uint64_t now);
