@@ -206,6 +206,18 @@ TEST(UdpLink, TimestampsSayWhenThePacketArrivedNotWhenItWasRead) {
   ASSERT_TRUE(a && c);
   std::vector<uint8_t> data(64, 1);
   Packet p = sample(0, data);
+  // The kernel turns receive stamping on for the whole host from a work
+  // queue after the first socket asks; until then it stamps a datagram when
+  // it is read. Wait (bounded) until a datagram that waited shows it.
+  for (int tries = 0;; ++tries) {
+    ASSERT_LT(tries, 100) << "the kernel never began stamping on receive";
+    ASSERT_TRUE(a->send(p, b->local()));
+    usleep(5'000);
+    auto warm = receive(*b, 1);
+    const uint64_t now = fast_now_ns();
+    ASSERT_EQ(warm.size(), 1u);
+    if (now - warm[0].p.rx_ns >= 2'000'000u) break;
+  }
   const uint64_t before = fast_now_ns();
   ASSERT_TRUE(a->send(p, b->local()));
   ASSERT_TRUE(a->send(p, c->local()));
