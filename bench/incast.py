@@ -2,10 +2,11 @@
 """Incast through one shaped port: N sender "hosts" and one receiver, each a
 network namespace with one veth (named rnic0, so the uroce device is
 uroce_rnic0 everywhere) into a bridge in a switch namespace. The bridge's
-port toward the receiver is shaped by tbf (rate, queue); optionally nftables
-in the switch marks ECN CE on ECT packets above a phantom queue (a token
-bucket at 95 % of the rate: the marking DCQCN's switches do, without RED,
-which this kernel lacks: ../shared/research/congestion.md, section 6).
+port toward the receiver is shaped by tbf (rate, queue); optionally (--ecn)
+a tc program on that port marks ECN CE on ECT packets while a phantom queue
+draining at 95 % of the rate holds more than 30 KB (bench/ecn_mark.bpf.c:
+the marking DCQCN's switches do, without RED, which this kernel lacks:
+../shared/research/congestion.md, section 6), counting what it marks.
 
 Each run moves bulk data from every sender to the receiver at once, for a
 fixed time, with one of:
@@ -30,9 +31,11 @@ import argparse
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -58,6 +61,8 @@ class Topology:
         # One more sender for the latency probe (its index: senders).
         self.probe = f"{self.tag}-probe" if probe else None
         self.made = []
+        self.tmp = None  # the marking program's build directory
+        self.mark_prog = None  # its BPF program id
         self.port = f"{self.tag}p0"  # the switch's port toward the receiver
         try:
             self._build(rate, queue, ecn, offloads)
@@ -93,18 +98,7 @@ class Topology:
         sh(["ip", "netns", "exec", self.sw, "tc", "qdisc", "add", "dev", self.port, "root", "tbf",
             "rate", rate, "burst", "16kb", "limit", queue])
         if ecn:
-            bps = rate_bytes(rate)
-            mark = int(bps * 0.95)
-            rules = f"""table bridge incast {{
-  chain fwd {{
-    type filter hook forward priority 0;
-    oifname "{self.port}" ip ecn != not-ect limit rate over {mark} bytes/second burst 30000 bytes counter ip ecn set ce
-  }}
-}}"""
-            r = subprocess.run(["ip", "netns", "exec", self.sw, "nft", "-f", "-"], input=rules, text=True,
-                               capture_output=True)
-            if r.returncode != 0:
-                raise RuntimeError(f"nft (ECN marking): {r.stderr.strip()}")
+            self._mark(int(rate_bytes(rate) * 0.95), 30000)
         # Neighbours known before the first packet (the AF_XDP link needs the
         # kernel's neighbour of its peer).
         for ns in ends[1:]:
@@ -119,10 +113,26 @@ class Topology:
         m = re.search(r"Sent (\d+) bytes (\d+) pkt \(dropped (\d+), overlimits (\d+)", out)
         return tuple(int(x) for x in m.groups()) if m else (0, 0, 0, 0)
 
+    def _mark(self, rate_bps, depth):
+        """The port marks CE above a phantom queue (bench/ecn_mark.bpf.c,
+        built for these numbers); the receiver counts what arrives marked."""
+        self.tmp = tempfile.mkdtemp(prefix="uroce-incast-")
+        obj = os.path.join(self.tmp, "ecn_mark.bpf.o")
+        arch = subprocess.run(["gcc", "-dumpmachine"], capture_output=True, text=True).stdout.strip()
+        sh(["clang", "-O2", "-g", "-target", "bpf", f"-I/usr/include/{arch}", f"-DRATE_BPS={rate_bps}",
+            f"-DDEPTH_BYTES={depth}", "-c", os.path.join(ROOT, "bench", "ecn_mark.bpf.c"), "-o", obj])
+        sh(["ip", "netns", "exec", self.sw, "tc", "qdisc", "add", "dev", self.port, "clsact"])
+        sh(["ip", "netns", "exec", self.sw, "tc", "filter", "add", "dev", self.port, "egress", "bpf",
+            "direct-action", "obj", obj, "sec", "tc"])
+        out = sh(["ip", "netns", "exec", self.sw, "tc", "filter", "show", "dev", self.port, "egress"])
+        m = re.search(r" id (\d+) ", out)
+        if not m:
+            raise RuntimeError(f"tc did not say the marking program's id: {out}")
+        self.mark_prog = int(m.group(1))
+
     def ce_marked(self):
-        out = sh(["ip", "netns", "exec", self.sw, "nft", "list", "table", "bridge", "incast"], check=False)
-        m = re.search(r"counter packets (\d+)", out)
-        return int(m.group(1)) if m else 0
+        """Packets the port marked CE (the marking program's count)."""
+        return phantom_marked(self.mark_prog) if self.mark_prog else 0
 
     def dev_bytes(self, ns, what):
         return int(sh(["ip", "netns", "exec", ns, "cat", f"/sys/class/net/rnic0/statistics/{what}"]).strip())
@@ -138,6 +148,42 @@ class Topology:
         for ns in self.made:
             sh(["ip", "netns", "del", ns], check=False)
         self.made = []
+        if self.tmp:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            self.tmp = None
+
+
+def bpf(cmd, attr):
+    """The bpf(2) system call (x86-64) on a bpf_attr given as bytes."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    buf = ctypes.create_string_buffer(attr, 128)
+    r = libc.syscall(321, cmd, buf, 128)
+    if r < 0:
+        raise OSError(ctypes.get_errno(), f"bpf({cmd})")
+    return r, buf
+
+
+def phantom_marked(prog_id):
+    """The `marked` count in bench/ecn_mark.bpf.c's map, found from its
+    program's id (no bpftool needed)."""
+    import ctypes
+    import struct
+    prog_fd, _ = bpf(13, struct.pack("=I", prog_id))  # BPF_PROG_GET_FD_BY_ID
+    try:
+        ids = (ctypes.c_uint32 * 1)()
+        info = ctypes.create_string_buffer(struct.pack("=52xIQ", 1, ctypes.addressof(ids)), 64)  # bpf_prog_info
+        bpf(15, struct.pack("=IIQ", prog_fd, 64, ctypes.addressof(info)))  # BPF_OBJ_GET_INFO_BY_FD
+        map_fd, _ = bpf(14, struct.pack("=I", ids[0]))  # BPF_MAP_GET_FD_BY_ID
+        try:
+            key = ctypes.c_uint32(0)
+            val = ctypes.create_string_buffer(40)  # struct phantom
+            bpf(1, struct.pack("=IIQQQ", map_fd, 0, ctypes.addressof(key), ctypes.addressof(val), 0))
+            return struct.unpack_from("=Q", val.raw, 24)[0]
+        finally:
+            os.close(map_fd)
+    finally:
+        os.close(prog_fd)
 
 
 def rate_bytes(rate):

@@ -50,6 +50,8 @@ constexpr CounterField kFields[] = {
     UROCE_GAUGE(cc_now.srtt_ns),
     UROCE_GAUGE(cc_now.min_rtt_ns),
     UROCE_GAUGE(cc_now.target_ns),
+    UROCE_COUNTER(np.ce_marked),
+    UROCE_COUNTER(np.cnps_sent),
     UROCE_COUNTER(resp.packets),
     UROCE_COUNTER(resp.duplicates),
     UROCE_COUNTER(resp.acks),

@@ -25,7 +25,7 @@
 namespace uroce::core {
 
 struct NetCounters {
-  static constexpr uint64_t kMagic = 0x33544e4345434f52ull;  // "ROCECNT3"
+  static constexpr uint64_t kMagic = 0x34544e4345434f52ull;  // "ROCECNT4"
   uint64_t magic;
   /// The QP's sockets: its sending ones count what they send, its
   /// receiving ones what they receive (each field has one writer).
@@ -36,6 +36,7 @@ struct NetCounters {
   transport::RequesterStats req;
   transport::CongestionStats cc;
   transport::CongestionGauges cc_now;  // gauges: not added up (CounterField::gauge)
+  transport::NotifyStats np;           // CE marks on its requests, the CNPs they earned
   transport::ResponderStats resp;
   transport::UcStats uc;
   transport::UdStats ud;

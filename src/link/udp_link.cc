@@ -65,9 +65,10 @@ uint64_t wall_ns() {
 }  // namespace
 
 size_t ip_udp_headers(const UdpAddr& src, const UdpAddr& dst, size_t len, uint8_t h[kMaxIpUdpHeaders],
-                      uint16_t id, const uint8_t* payload) {
+                      uint16_t id, const uint8_t* payload, uint8_t tos) {
   if (src.ip.is_v4()) {
     wire::Ipv4UdpFields f;
+    f.tos = tos;
     f.src = src.ip.ip4();
     f.dst = dst.ip.ip4();
     f.sport = src.port;
@@ -82,6 +83,7 @@ size_t ip_udp_headers(const UdpAddr& src, const UdpAddr& dst, size_t len, uint8_
   memcpy(f.dst, dst.ip.b, 16);
   f.sport = src.port;
   f.dport = dst.port;
+  f.traffic_class = tos;
   wire::build_ipv6_udp(f, len, payload, h, h + wire::kIpv6HeaderBytes);
   return wire::kIpv6HeaderBytes + wire::kUdpHeaderBytes;
 }
@@ -183,6 +185,19 @@ Result<std::unique_ptr<UdpEndpoint>> UdpEndpoint::open(const Options& o) {
     e->from_ = o.connect_to;
   }
   if (o.timestamps) e->timestamps_ = setsockopt(e->fd_, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof(one)) == 0;
+  if (o.ecn) {
+    // What it sends is ECN-capable (for UDP, Linux keeps the ECN bits of
+    // IP_TOS as given); what it receives comes with its TOS.
+    const int ect = wire::kEcnEct0;
+    e->tos_ = wire::kEcnEct0;
+    if (e->v6_) {
+      (void)setsockopt(e->fd_, IPPROTO_IPV6, IPV6_TCLASS, &ect, sizeof(ect));
+      (void)setsockopt(e->fd_, IPPROTO_IPV6, IPV6_RECVTCLASS, &one, sizeof(one));
+    } else {
+      (void)setsockopt(e->fd_, IPPROTO_IP, IP_TOS, &ect, sizeof(ect));
+      (void)setsockopt(e->fd_, IPPROTO_IP, IP_RECVTOS, &one, sizeof(one));
+    }
+  }
   if (o.faults.any()) e->faults_ = std::make_unique<FaultInjector>(o.faults);
   if (o.capture_to) {
     e->capture_ = o.capture_to;
@@ -256,7 +271,7 @@ void UdpEndpoint::seal(uint8_t* d, size_t len, const UdpAddr& to, uint16_t id, b
                      : icrc_.compute({local_.ip.raw4(), to.ip.raw4(), local_.port, to.port}, id, {d, n}));
   if (capture && capture_) {
     uint8_t hdr[kMaxIpUdpHeaders];
-    const size_t hl = ip_udp_headers(local_, to, len, hdr, id, d);
+    const size_t hl = ip_udp_headers(local_, to, len, hdr, id, d, tos_);
     capture_->write({hdr, hl}, {d, len}, wall_ns(), true);
   }
 }
@@ -370,14 +385,14 @@ int UdpEndpoint::poll(OnPacket on_packet, int max, bool* more) {
   if (trust_.parked()) {
     trust_.recheck(now_ns(), [&](std::span<const uint8_t> p, uint32_t saddr, uint16_t sport, uint16_t id) {
       ++released;
-      hand_on(p, UdpAddr{IpAddr::v4(saddr), sport}, id, on_packet);
+      hand_on(p, UdpAddr{IpAddr::v4(saddr), sport}, id, on_packet, {});  // how they came: not kept
     });
   }
   mmsghdr msgs[kBatch];
   iovec iov[kBatch];
   sockaddr_in6 from[kBatch];  // or sockaddr_in
-  alignas(cmsghdr) char
-      ctl[kBatch][CMSG_SPACE(sizeof(in_pktinfo)) + CMSG_SPACE(sizeof(int)) + CMSG_SPACE(sizeof(timespec))];
+  alignas(cmsghdr) char ctl[kBatch][CMSG_SPACE(sizeof(in_pktinfo)) + 2 * CMSG_SPACE(sizeof(int)) +
+                                    CMSG_SPACE(sizeof(timespec))];
   // A quiet socket (the last read found at most one datagram) is read with
   // one recvmsg: recvmmsg also tries a second entry, which costs a datagram
   // ~0.3 us more on its way in here. After a datagram, the next read is a
@@ -421,7 +436,7 @@ int UdpEndpoint::poll(OnPacket on_packet, int max, bool* more) {
     const UdpAddr src = from_.ip.empty() ? udp_addr_of(reinterpret_cast<const sockaddr*>(&from[i])) : from_;
     const UdpAddr& dst = local_;
     size_t seg = 0;
-    arrived_ns_ = 0;
+    Arrival arrived;
     for (cmsghdr* c = CMSG_FIRSTHDR(&msgs[i].msg_hdr); c; c = CMSG_NXTHDR(&msgs[i].msg_hdr, c)) {
       if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO) {
         int v;
@@ -431,17 +446,25 @@ int UdpEndpoint::poll(OnPacket on_packet, int max, bool* more) {
         timespec ts;
         memcpy(&ts, CMSG_DATA(c), sizeof(ts));
         const uint64_t at = uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
-        arrived_ns_ = fast - std::min(wall > at ? wall - at : 0, fast - 1);
+        arrived.ns = fast - std::min(wall > at ? wall - at : 0, fast - 1);
+      } else if ((c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS) ||
+                 (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_TCLASS)) {
+        // IP_TOS: one byte; IPV6_TCLASS: an int.
+        int tos = 0;
+        if (c->cmsg_type == IP_TOS)
+          tos = *CMSG_DATA(c);
+        else
+          memcpy(&tos, CMSG_DATA(c), sizeof(tos));
+        arrived.tos = uint8_t(tos);
       }
     }
-    deliver(static_cast<const uint8_t*>(iov[i].iov_base), msgs[i].msg_len, seg, src, dst, on_packet);
+    deliver(static_cast<const uint8_t*>(iov[i].iov_base), msgs[i].msg_len, seg, src, dst, arrived, on_packet);
   }
-  arrived_ns_ = 0;
   return got + released;
 }
 
 void UdpEndpoint::deliver(const uint8_t* d, size_t len, size_t seg, const UdpAddr& src, const UdpAddr& dst,
-                          OnPacket on_packet) {
+                          Arrival arrived, OnPacket on_packet) {
   if (!seg || seg > len) seg = len;
   for (size_t at = 0; at < len; at += seg) {
     const uint8_t* p = d + at;
@@ -458,7 +481,7 @@ void UdpEndpoint::deliver(const uint8_t* d, size_t len, size_t seg, const UdpAdd
         ++stats_->bad_icrc;  // dropped silently (IBA Vol. 1 7.8.1; the compliance suite's v1c07-007)
         continue;
       }
-      hand_on({p, n}, src, 0, on_packet);
+      hand_on({p, n}, src, 0, on_packet, arrived);
       continue;
     }
     // Over IPv4, the identification the ICRC was computed with (one, or none).
@@ -470,25 +493,29 @@ void UdpEndpoint::deliver(const uint8_t* d, size_t len, size_t seg, const UdpAdd
     }
     if (id < IdTrust::kOwnIds) {
       if (trust_.parked()) trust_.saw_other(src.ip.raw4());
-      hand_on({p, n}, src, uint16_t(id), on_packet);  // uroce's senders: believed as is
+      hand_on({p, n}, src, uint16_t(id), on_packet, arrived);  // uroce's senders: believed as is
       continue;
     }
-    trust_.judge({p, n}, src.ip.raw4(), src.port, dst.ip.raw4(), uint16_t(id), now_ns(),
-                 [&](std::span<const uint8_t> q, uint32_t saddr, uint16_t sport, uint16_t qid) {
-                   hand_on(q, UdpAddr{IpAddr::v4(saddr), sport}, qid, on_packet);
-                 });
+    trust_.judge(
+        {p, n}, src.ip.raw4(), src.port, dst.ip.raw4(), uint16_t(id), now_ns(),
+        [&](std::span<const uint8_t> q, uint32_t saddr, uint16_t sport, uint16_t qid) {
+          // (or one parked earlier, whose arrival is not kept)
+          hand_on(q, UdpAddr{IpAddr::v4(saddr), sport}, qid, on_packet, q.data() == p ? arrived : Arrival{});
+        });
   }
 }
 
-void UdpEndpoint::hand_on(std::span<const uint8_t> p, const UdpAddr& src, uint16_t id, OnPacket on_packet) {
+void UdpEndpoint::hand_on(std::span<const uint8_t> p, const UdpAddr& src, uint16_t id, OnPacket on_packet,
+                          Arrival arrived) {
   // Captured once it is known to be a RoCE packet (what failed the ICRC is
   // only counted: the capture shows what the transport saw).
   if (capture_) {
     uint8_t hdr[kMaxIpUdpHeaders];
-    const size_t hl = ip_udp_headers(src, local_, p.size(), hdr, id, p.data());
+    const size_t hl = ip_udp_headers(src, local_, p.size(), hdr, id, p.data(), arrived.tos);
     capture_->write({hdr, hl}, p, wall_ns(), false);
   }
-  decode_and_hand_on(p, *stats_, src, local_, on_packet, arrived_ns_);
+  decode_and_hand_on(p, *stats_, src, local_, on_packet, arrived.ns,
+                     (arrived.tos & wire::kEcnMask) == wire::kEcnCe);
 }
 
 }  // namespace uroce::link

@@ -94,10 +94,11 @@ UdpAddr udp_addr_of(const sockaddr* s);
 constexpr size_t kMaxIpUdpHeaders = 48;  // IPv6 + UDP
 /// The IP and UDP headers Linux writes for a RoCE v2 datagram of `len`
 /// bytes (BTH .. ICRC) from `src` to `dst` (see the header comment: DF, no
-/// options, identification `id`) into `h`; returns their length. The
-/// checksums only with `payload` (for a capture: the ICRC masks them).
+/// options, identification `id`, IPv4 TOS or IPv6 traffic class `tos`) into
+/// `h`; returns their length. The checksums only with `payload` (for a
+/// capture: the ICRC masks them).
 size_t ip_udp_headers(const UdpAddr& src, const UdpAddr& dst, size_t len, uint8_t h[kMaxIpUdpHeaders],
-                      uint16_t id = 0, const uint8_t* payload = nullptr);
+                      uint16_t id = 0, const uint8_t* payload = nullptr, uint8_t tos = 0);
 /// The ICRC of `ib` (BTH up to the ICRC) sent from `src` to `dst` over IPv6.
 uint32_t icrc_v6(const UdpAddr& src, const UdpAddr& dst, std::span<const uint8_t> ib);
 
@@ -105,15 +106,18 @@ uint32_t icrc_v6(const UdpAddr& src, const UdpAddr& dst, std::span<const uint8_t
 /// ICRC) whose ICRC checked out: decodes it and hands it to `on_packet`,
 /// counting into `s` (a link's Stats: cnp, malformed, received_bytes) what
 /// went no further and the bytes of what did.
-/// `rx_ns`: when it arrived (wire::Packet::rx_ns), 0 unknown.
+/// `rx_ns`: when it arrived (wire::Packet::rx_ns), 0 unknown; `ce`: its IP
+/// header said Congestion Experienced (wire::Packet::ce).
 template <class Stats, class OnPacket>
 void decode_and_hand_on(std::span<const uint8_t> ib, Stats& s, const UdpAddr& src, const UdpAddr& dst,
-                        OnPacket on_packet, uint64_t rx_ns = 0) {
+                        OnPacket on_packet, uint64_t rx_ns = 0, bool ce = false) {
   wire::Packet pk;
   const wire::DecodeError e = wire::decode(ib, &pk);
   pk.rx_ns = rx_ns;
+  pk.ce = ce;
   if (e == wire::DecodeError::kCnp) {
-    ++s.cnp;  // a congestion notification: counted only
+    ++s.cnp;  // a congestion notification: its requester acts on it
+    on_packet(pk, src, dst);
     return;
   }
   if (e != wire::DecodeError::kNone) {
@@ -147,6 +151,10 @@ class UdpEndpoint final : public PacketSource {
     /// packets then carry wire::Packet::rx_ns. A control message per read:
     /// for the sockets whose packets time round trips (an RC flow's).
     bool timestamps = false;
+    /// Sends its datagrams marked ECN-capable (ECT(0), RFC 3168: a queue that
+    /// fills marks them Congestion Experienced instead of dropping), and
+    /// reports CE on what it receives (wire::Packet::ce): DCQCN's signals.
+    bool ecn = false;
   };
   struct Stats {
     uint64_t sent = 0, send_errors = 0, received = 0, bad_icrc = 0, malformed = 0, cnp = 0;
@@ -215,13 +223,18 @@ class UdpEndpoint final : public PacketSource {
   /// Puts the ICRC into the encoded packet d[0, len) (ICRC space included),
   /// computed for IP identification `id`, and captures it if `capture`.
   void seal(uint8_t* d, size_t len, const UdpAddr& to, uint16_t id, bool capture);
+  /// What the kernel said of a datagram besides its bytes.
+  struct Arrival {
+    uint64_t ns = 0;  // when (fast clock; 0 unknown): wire::Packet::rx_ns
+    uint8_t tos = 0;  // its IPv4 TOS or IPv6 traffic class (Options::ecn; else 0)
+  };
   /// Hands one received datagram (a GRO run of `seg` bytes per packet when
-  /// `seg` is set) to `on_packet`.
-  void deliver(const uint8_t* d, size_t len, size_t seg, const UdpAddr& src, const UdpAddr& dst,
+  /// `seg` is set; Linux merges only datagrams of one TOS) to `on_packet`.
+  void deliver(const uint8_t* d, size_t len, size_t seg, const UdpAddr& src, const UdpAddr& dst, Arrival a,
                OnPacket on_packet);
   /// A packet whose ICRC checked out (with identification `id`): captured,
   /// decoded and handed to `on_packet`.
-  void hand_on(std::span<const uint8_t> p, const UdpAddr& src, uint16_t id, OnPacket on_packet);
+  void hand_on(std::span<const uint8_t> p, const UdpAddr& src, uint16_t id, OnPacket on_packet, Arrival a);
 
   int fd_ = -1;
   bool v6_ = false;  // an IPv6 socket (no identification)
@@ -235,7 +248,7 @@ class UdpEndpoint final : public PacketSource {
   std::vector<uint8_t> rx_;
   bool quiet_ = false;       // see poll()
   bool timestamps_ = false;  // Options::timestamps
-  uint64_t arrived_ns_ = 0;  // the datagram deliver() is on: its receive time (0 unknown)
+  uint8_t tos_ = 0;          // what its datagrams carry (Options::ecn: ECT(0))
   int corked_ = 0;
   std::vector<uint8_t> queue_;  // queued packets back to back, ICRC space included
   size_t queue_len_ = 0;        // bytes of queue_ in use

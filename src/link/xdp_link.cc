@@ -84,7 +84,8 @@ Status XdpPort::emit(std::span<const uint8_t> ib, const UdpAddr& from, const Udp
   // What Linux writes for the UDP-socket link, with the IPv4 header
   // checksum and, over IPv6, the UDP checksum (IPv4's UDP checksum is 0,
   // "none": a receiving kernel would drop a wrong one).
-  const size_t hl = ip_udp_headers(from, to, ib.size(), f.data() + kEth, 0, ib.data());
+  const size_t hl =
+      ip_udp_headers(from, to, ib.size(), f.data() + kEth, 0, ib.data(), opt_.ecn ? wire::kEcnEct0 : 0);
   memcpy(f.data() + kEth + hl, ib.data(), ib.size());
   xsk_->tx_commit(kEth + hl + ib.size());
   ++stats_->sent;
@@ -121,6 +122,7 @@ void XdpPort::on_frame(std::span<const uint8_t> f, OnPacket on_packet) {
   size_t ip_len;
   size_t udp_at;
   const uint16_t type = be16(f.data() + 12);
+  uint8_t tos = 0;  // IPv4 TOS or IPv6 traffic class
   if (type == kEtherIpv4) {
     // RoCE v2 over IPv4 carries no options and is never fragmented.
     if ((ip[0] >> 4) != 4 || (ip[0] & 0xf) != 5 || ip[9] != 17 || (be16(ip + 6) & 0x3fff)) {
@@ -128,6 +130,7 @@ void XdpPort::on_frame(std::span<const uint8_t> f, OnPacket on_packet) {
       return;
     }
     ip_len = be16(ip + 2);
+    tos = ip[1];
     udp_at = wire::kIpv4HeaderBytes;
     uint32_t a;
     memcpy(&a, ip + 12, 4);
@@ -140,6 +143,7 @@ void XdpPort::on_frame(std::span<const uint8_t> f, OnPacket on_packet) {
       return;
     }
     ip_len = wire::kIpv6HeaderBytes + be16(ip + 4);
+    tos = uint8_t((ip[0] & 0xf) << 4 | ip[1] >> 4);
     udp_at = wire::kIpv6HeaderBytes;
     memcpy(src.ip.b, ip + 8, 16);
     memcpy(dst.ip.b, ip + 24, 16);
@@ -175,7 +179,7 @@ void XdpPort::on_frame(std::span<const uint8_t> f, OnPacket on_packet) {
   }
   ++stats_->received;
   if (opt_.capture) opt_.capture->write({ip, udp_at + wire::kUdpHeaderBytes}, ib, wall_ns(), false);
-  decode_and_hand_on(ib, *stats_, src, dst, on_packet);
+  decode_and_hand_on(ib, *stats_, src, dst, on_packet, 0, (tos & wire::kEcnMask) == wire::kEcnCe);
 }
 
 }  // namespace uroce::link

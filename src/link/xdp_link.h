@@ -35,6 +35,8 @@ class XdpPort final : public PacketSource {
     uint8_t mac[6] = {};  // the interface's
     FaultConfig faults;
     std::shared_ptr<wire::PcapWriter> capture;
+    /// Frames leave marked ECN-capable (ECT(0)); see UdpEndpoint::Options::ecn.
+    bool ecn = false;
   };
   struct Stats {
     uint64_t sent = 0, send_full = 0, received = 0, bad_icrc = 0, malformed = 0, not_roce = 0, cnp = 0;

@@ -85,14 +85,15 @@ void trace(uint32_t qpn, const char* fmt, ...) {
 void trace_packet(uint32_t qpn, bool tx, const wire::Packet& p) {
   const wire::OpInfo* op = wire::op_info(p.bth.opcode);
   const char* dir = tx ? "tx" : "rx";
-  const char* name = op ? op->name : "?";
+  const char* name = op ? op->name : p.bth.opcode == wire::kCnpOpcode ? "CNP" : "?";
   if (op && (op->flags & wire::kAckOp)) {
     const uint8_t s = p.syndrome;
     const char* kind = (s >> 5) == 0 ? "ACK" : (s >> 5) == 1 ? "RNR NAK" : (s >> 5) == 3 ? "NAK" : "?";
     trace(qpn, "%s %s psn=%u msn=%u %s(syndrome 0x%02x) to qp %u", dir, name, p.bth.psn, p.msn, kind, s,
           p.bth.dest_qp);
   } else {
-    trace(qpn, "%s %s psn=%u len=%zu to qp %u", dir, name, p.bth.psn, p.payload.size(), p.bth.dest_qp);
+    trace(qpn, "%s %s psn=%u len=%zu to qp %u%s", dir, name, p.bth.psn, p.payload.size(), p.bth.dest_qp,
+          p.ce ? " (ECN CE)" : "");
   }
 }
 

@@ -280,6 +280,7 @@ link::XdpPort* NetEngine::xdp_port(const DeviceInfo& d, ControlClient* ctl) {
     memcpy(o.mac, d.mac, 6);
     o.faults = link.faults;
     o.capture = link.capture;
+    o.ecn = link.cc.enabled;  // as the UDP link's (net/net_qp_open.cc)
     x.port = std::make_unique<link::XdpPort>(std::move(xsk.value()), o);
   }
   if (why)

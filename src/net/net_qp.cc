@@ -21,7 +21,8 @@ namespace uroce::core {
 /// the lock, lets what it sends leave together when it returns (a message's
 /// packets as one UDP GSO send, a reply and an ACK in one sendmmsg:
 /// UdpEndpoint::cork), tells the owner of a requester's failure once its
-/// completions are all out, and publishes the deadline for lock-free readers.
+/// completions are all out, traces a change of the congestion window, and
+/// publishes the deadline for lock-free readers.
 class SCOPED_CAPABILITY NetQp::Call {
  public:
   // (The bodies are the lock's own: not analysed.)
@@ -38,6 +39,7 @@ class SCOPED_CAPABILITY NetQp::Call {
       q_->req_failed_ = false;
       q_->owner_->failed(QpFailure{false, AsyncEvent::kQpFatal, "requester error"});
     }
+    q_->trace_window();
     q_->tx_->uncork();
     if (--q_->calls_ == 0 && q_->xdp_) q_->xdp_->flush();  // the frames of the call leave together
     q_->deadline_.store(q_->req_ && !q_->flushed_ ? q_->req_->next_deadline() : UINT64_MAX,
@@ -235,6 +237,7 @@ void NetQp::make_responder() {
     if (ud_resp_) ud_resp_->count_into(&k->ud);
     if (uc_resp_) uc_resp_->count_into(&k->uc);
     if (rc_resp_) rc_resp_->count_into(&k->resp);
+    cnp_.count_into(&k->np);
   }
 }
 
@@ -400,11 +403,22 @@ void NetQp::on_packet(const wire::Packet& p, const link::UdpAddr& from, const li
   Call call(this);
   if (flushed_) return;
   const QpState st = QpState(self_.qp->state.load(std::memory_order_acquire));
+  if (p.bth.opcode == wire::kCnpOpcode) {
+    if (req_) req_->on_cnp(fast_now_ns());
+    return;
+  }
   const wire::OpInfo* info = wire::op_info(p.bth.opcode);
   if (!info) return;
   if (info->flags & wire::kRequest) {
     // IBA 10.3.1: a QP receives in RTR, RTS, SQD and SQE; before RTR it drops.
     if (!state_can_receive(st)) return;
+    if (p.ce && (rc_resp_ || uc_resp_) && cnp_.on_marked(fast_now_ns())) {
+      // A queue on the way filled: the requester hears it (DCQCN's CNP),
+      // ahead of any ACK this packet causes.
+      wire::Packet c = wire::cnp(resp_cfg_.dest_qp, p.bth.pkey);
+      if (tracing()) trace_packet(qpn_, true, c);
+      transmit(c);
+    }
     in_packet_ = true;
     if (ud_resp_) {
       uint8_t grh[wire::kGrhBytes];
@@ -419,22 +433,20 @@ void NetQp::on_packet(const wire::Packet& p, const link::UdpAddr& from, const li
     if (uc_resp_) uc_resp_->on_request(p);
     in_packet_ = false;
   } else if (req_) {
-    const uint64_t changes = req_->congestion().changes();
     req_->on_response(p, fast_now_ns());
-    if (tracing() && req_->congestion().changes() != changes) trace_window();
   }
 }
 
 void NetQp::on_timer(uint64_t now) {
   Call call(this);
   if (!req_ || flushed_) return;
-  const uint64_t changes = req_->congestion().changes();
   req_->on_timer(now);
-  if (tracing() && req_->congestion().changes() != changes) trace_window();
 }
 
 void NetQp::trace_window() {
+  if (!tracing() || !req_ || req_->congestion().changes() == traced_changes_) return;
   const transport::CongestionControl& cc = req_->congestion();
+  traced_changes_ = cc.changes();
   const transport::CongestionStats& k = cc.stats();
   trace(qpn_, "window %u srtt_us=%.1f target_us=%.1f (cuts: delay %llu loss %llu timeout %llu cnp %llu)",
         cc.window(), double(cc.srtt_ns()) / 1e3, double(cc.target_ns()) / 1e3,

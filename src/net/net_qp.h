@@ -168,7 +168,8 @@ class NetQp final : public LinkEngine {
   void send(wire::Packet& p) REQUIRES(mu_);
   /// Sends `p` through the QP's UDP socket, or its AF_XDP port.
   void transmit(wire::Packet& p) REQUIRES(mu_);
-  /// A trace line: the congestion window was cut (UROCE_TRACE).
+  /// A trace line if the congestion window changed since the last one
+  /// (UROCE_TRACE; the end of every Call).
   void trace_window() REQUIRES(mu_);
   /// Sends the ACK on_packet held back, if any (caller holds mu_).
   void send_held_ack() REQUIRES(mu_);
@@ -210,6 +211,7 @@ class NetQp final : public LinkEngine {
   std::unique_ptr<transport::RcResponder> rc_resp_ GUARDED_BY(mu_);
   std::unique_ptr<transport::UcResponder> uc_resp_ GUARDED_BY(mu_);
   std::unique_ptr<transport::UdResponder> ud_resp_ GUARDED_BY(mu_);
+  transport::CnpPacer cnp_ GUARDED_BY(mu_);  // RC, UC, XRC target: CE-marked requests earn CNPs
   bool flushed_ GUARDED_BY(mu_) = false;
   bool req_failed_ GUARDED_BY(mu_) = false;  // the requester failed in this call: the owner hears at its end
   bool in_packet_ GUARDED_BY(mu_) = false;   // inside on_packet: plain ACKs are held
@@ -224,7 +226,8 @@ class NetQp final : public LinkEngine {
   std::atomic<bool> ack_held_{false};  // also read without the lock (flush_acks)
   std::atomic<uint64_t> deadline_{UINT64_MAX};
   uint64_t ack_held_since_ GUARDED_BY(mu_) = 0;
-  wire::Packet held_ack_ GUARDED_BY(mu_);  // no payload
+  uint64_t traced_changes_ GUARDED_BY(mu_) = 0;  // CongestionControl::changes() at the last trace line
+  wire::Packet held_ack_ GUARDED_BY(mu_);        // no payload
 };
 
 }  // namespace uroce::core

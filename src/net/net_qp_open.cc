@@ -111,7 +111,11 @@ Status NetQp::open_sockets(const Setup& s) {
   resp_cfg_.max_dest_rd_atomic = a.max_dest_rd_atomic ? a.max_dest_rd_atomic : 1;
   peer_ = link::UdpAddr{remote_ip, wire::kRoceV2Port};
   const NetLinkSettings& link = NetEngine::get().settings();
-  auto t = link::UdpEndpoint::open(sender(local_ip_, sport_, qpn_, link));
+  link::UdpEndpoint::Options tx = sender(local_ip_, sport_, qpn_, link);
+  // A connection's packets are ECN-capable while its requester reacts to
+  // what the marks cause (CNPs; transport/congestion.h).
+  tx.ecn = s.type != QpType::kUd && link.cc.enabled;
+  auto t = link::UdpEndpoint::open(tx);
   if (!t.is_ok()) {
     UROCE_ERR("QP %u: cannot bind UDP [%s]:%u (%s)", qpn_, link::to_string(local_ip_).c_str(), sport_,
               strerror(t.err()));
@@ -124,6 +128,7 @@ Status NetQp::open_sockets(const Setup& s) {
     // The requester's round trips end at the kernel's receive time of the
     // ACK, not when the process got to it (transport/congestion.h).
     rx.timestamps = s.type == QpType::kRc || s.type == QpType::kXrcSend;
+    rx.ecn = true;  // a request marked CE earns its requester a CNP
   }
   auto r = link::UdpEndpoint::open(rx);
   if (!r.is_ok()) {

@@ -172,4 +172,37 @@ class CongestionControl {
   CongestionGauges* gauges_ = nullptr;
 };
 
+/// The receiving side of DCQCN (its notification point): counts the
+/// requests that arrived marked Congestion Experienced and says which of
+/// them earn their requester a CNP: at most one per `interval_ns` per QP
+/// (DCQCN's NP sends one per 50 us per flow; the requester acts on at most
+/// one per round trip anyway).
+struct NotifyStats {
+  uint64_t ce_marked = 0;  // requests that arrived marked CE
+  uint64_t cnps_sent = 0;
+};
+
+class CnpPacer {
+ public:
+  static constexpr uint64_t kDefaultIntervalNs = 50'000;
+  explicit CnpPacer(uint64_t interval_ns = kDefaultIntervalNs) : interval_ns_(interval_ns) {}
+  /// A request arrived marked CE: whether to send a CNP now.
+  bool on_marked(uint64_t now_ns) {
+    ++stats_->ce_marked;
+    if (sent_ && now_ns - last_ns_ < interval_ns_) return false;
+    sent_ = true;
+    last_ns_ = now_ns;
+    ++stats_->cnps_sent;
+    return true;
+  }
+  const NotifyStats& stats() const { return stats_.get(); }
+  void count_into(NotifyStats* s) { stats_.use(s); }
+
+ private:
+  uint64_t interval_ns_;
+  bool sent_ = false;
+  uint64_t last_ns_ = 0;
+  Counted<NotifyStats> stats_;
+};
+
 }  // namespace uroce::transport

@@ -212,12 +212,10 @@ uint32_t RcRequester::window_base() const {
   return psn_diff(una_, front) > 0 ? una_ : front;
 }
 
-void RcRequester::ack_through(uint32_t psn, uint64_t now) {
+void RcRequester::ack_through(uint32_t psn, uint64_t now, uint64_t arrived) {
   // An ACK in the middle of a long message moves the window on and counts
   // as progress for the retransmission timer.
   bool progress = false;
-  // Round trips end when the response arrived, if the link knows.
-  const uint64_t arrived = rx_ns_ && rx_ns_ <= now ? rx_ns_ : now;
   uint64_t rtt = 0;
   while (!timed_.empty() && psn_diff(psn, timed_.front().psn) >= 0) {
     rtt = std::max<uint64_t>(arrived > timed_.front().at ? arrived - timed_.front().at : 0, 1);
@@ -303,11 +301,8 @@ void RcRequester::flush() {
 
 void RcRequester::on_response(const Packet& p, uint64_t now) {
   now_ns_ = now;
-  rx_ns_ = p.rx_ns;
-  struct Reset {
-    uint64_t& v;
-    ~Reset() { v = 0; }
-  } reset{rx_ns_};
+  // Round trips end when the response arrived, if the link knows.
+  const uint64_t arrived = p.rx_ns && p.rx_ns <= now ? p.rx_ns : now;
   if (failed_ || q_.empty() || cfg_.unreliable) {
     ++stats_->dropped;
     return;
@@ -323,12 +318,12 @@ void RcRequester::on_response(const Packet& p, uint64_t now) {
     switch (ack_type(p.syndrome)) {
       case AckType::kAck:
         ++stats_->acks;
-        ack_through(p.bth.psn, now);
+        ack_through(p.bth.psn, now, arrived);
         pump(now);
         return;
       case AckType::kRnrNak:
         ++stats_->rnr_naks;
-        ack_through(psn_add(p.bth.psn, -1), now);
+        ack_through(psn_add(p.bth.psn, -1), now, arrived);
         if (!rnr_retries_.spend(cfg_.rnr_retry)) {
           fail_front(WcStatus::kRnrRetryExcErr);
           return;
@@ -337,7 +332,7 @@ void RcRequester::on_response(const Packet& p, uint64_t now) {
         rnr_until_ = now + rnr_timer_ns(ack_value(p.syndrome));
         return;
       case AckType::kNak: {
-        ack_through(psn_add(p.bth.psn, -1), now);
+        ack_through(psn_add(p.bth.psn, -1), now, arrived);
         const NakCode c = NakCode(ack_value(p.syndrome));
         if (c == NakCode::kPsnSequenceError) {
           ++stats_->seq_naks;
@@ -387,7 +382,7 @@ void RcRequester::on_response(const Packet& p, uint64_t now) {
     ++stats_->dropped;
     return;
   }
-  ack_through(psn_add(e->first_psn, -1), now);
+  ack_through(psn_add(e->first_psn, -1), now, arrived);
   // Responses come in PSN order: READs and atomics before `e` still missing
   // data lost theirs.
   for (Entry& x : q_) {

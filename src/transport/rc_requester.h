@@ -100,6 +100,11 @@ class RcRequester {
   void post(SqWqe&& w, uint64_t now_ns);
   /// One decoded response packet addressed to this QP.
   void on_response(const wire::Packet& p, uint64_t now_ns);
+  /// A CNP for this QP (RoCE v2 Annex A17.9.3): a queue on the way to the
+  /// responder marked one of its packets; the window shrinks.
+  void on_cnp(uint64_t now_ns) {
+    if (!cfg_.unreliable) cc_.on_cnp(now_ns);
+  }
   /// Retransmission and RNR timers; call at or after next_deadline().
   void on_timer(uint64_t now_ns);
   /// When on_timer wants to run next (UINT64_MAX: nothing pending).
@@ -146,7 +151,9 @@ class RcRequester {
   void check_drained();
   void send_packet(Entry& e, uint32_t i, bool ask_ack = false);
   void send_read(Entry& e, uint32_t from_psn_index);
-  void ack_through(uint32_t psn, uint64_t now);
+  /// Everything through `psn` is acknowledged by a response that arrived
+  /// at `arrived` (round trips end there) and is handled at `now`.
+  void ack_through(uint32_t psn, uint64_t now, uint64_t arrived);
   /// Local operations (BIND_MW, LOCAL_INV) now at the front complete.
   void complete_local_front();
   /// The oldest PSN not known to be acknowledged.
@@ -208,7 +215,6 @@ class RcRequester {
   RingQueue<Timed> timed_;
   uint32_t sent_hi_ = cfg_.sq_psn;
   uint64_t now_ns_ = 0;  // the time of the call in progress (post, response, timer)
-  uint64_t rx_ns_ = 0;   // on_response: when its packet arrived (wire::Packet::rx_ns; 0 unknown)
   bool failed_ = false;
   bool draining_ = false, drained_told_ = false;
   std::vector<uint8_t> scratch_;

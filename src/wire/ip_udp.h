@@ -13,6 +13,11 @@ constexpr uint16_t kRoceV2Port = 4791;
 constexpr size_t kIpv4HeaderBytes = 20;
 constexpr size_t kIpv6HeaderBytes = 40;
 constexpr size_t kUdpHeaderBytes = 8;
+/// The ECN field: the low two bits of the IPv4 TOS / IPv6 traffic class
+/// (RFC 3168). Senders mark ECT(0); a queue that fills rewrites it to CE.
+constexpr uint8_t kEcnMask = 0x3;
+constexpr uint8_t kEcnEct0 = 0x2;
+constexpr uint8_t kEcnCe = 0x3;
 
 struct Ipv4UdpFields {
   uint32_t src = 0, dst = 0;  // network order (as in in_addr.s_addr)

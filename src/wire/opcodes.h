@@ -39,8 +39,13 @@ enum Op : uint8_t {
   kSendOnlyInv = 0x17,
 };
 
-/// RoCE v2 congestion notification packet (Annex A17.9.3): opcode 0x81.
+/// RoCE v2 congestion notification packet (Annex A17.9.3): opcode 0x81, a
+/// BTH (BECN set, PSN 0) and 16 reserved bytes, no payload.
 constexpr uint8_t kCnpOpcode = 0x81;
+constexpr uint32_t kCnpReservedBytes = 16;
+/// BTH byte 4 (Bth::resv8a): RoCE v2's FECN and BECN bits.
+constexpr uint8_t kFecn = 0x80;
+constexpr uint8_t kBecn = 0x40;
 
 constexpr uint8_t opcode(Service s, Op op) { return uint8_t(uint8_t(s) << 5 | op); }
 

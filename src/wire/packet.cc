@@ -152,6 +152,7 @@ const char* to_string(DecodeError e) {
 }
 
 size_t encoded_size(const Packet& p) {
+  if (p.bth.opcode == kCnpOpcode) return kBthBytes + kCnpReservedBytes;
   const uint32_t h = header_bytes(p.bth.opcode);
   return h ? h + p.payload.size() + pad_for(p.payload.size()) : 0;
 }
@@ -159,6 +160,12 @@ size_t encoded_size(const Packet& p) {
 size_t encode(Packet& p, uint8_t* out, size_t cap) {
   const size_t n = encoded_size(p);
   if (n == 0 || n > cap) return 0;
+  if (p.bth.opcode == kCnpOpcode) {
+    p.bth.pad = 0;
+    put_bth(out, p.bth);
+    memset(out + kBthBytes, 0, kCnpReservedBytes);
+    return n;
+  }
   p.bth.pad = uint8_t(pad_for(p.payload.size()));
   put_bth(out, p.bth);
   uint8_t* at = out + kBthBytes;

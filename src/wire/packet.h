@@ -86,7 +86,20 @@ struct Packet {
   /// Round trips measured to it leave out how long the packet then waited
   /// for the process (a descheduled requester).
   uint64_t rx_ns = 0;
+  /// Not on the wire: the IP header arrived marked Congestion Experienced
+  /// (ECN CE, RFC 3168): a queue on the way was filling.
+  bool ce = false;
 };
+
+/// A CNP to `dest_qp` (the requester QP whose packet arrived marked CE).
+inline Packet cnp(uint32_t dest_qp, uint16_t pkey) {
+  Packet p;
+  p.bth.opcode = kCnpOpcode;
+  p.bth.pkey = pkey;
+  p.bth.resv8a = kBecn;
+  p.bth.dest_qp = dest_qp;
+  return p;
+}
 
 enum class DecodeError : uint8_t {
   kNone = 0,
@@ -96,15 +109,16 @@ enum class DecodeError : uint8_t {
   kBadPadding,     // headers + payload + pad not a multiple of 4, or pad with no payload
   kBadPayload,     // payload where the opcode carries none
   kBadSyndrome,    // reserved AETH syndrome
-  kCnp,            // a RoCE v2 CNP (Annex A17.9.3): recognised, carries nothing for us
+  kCnp,            // a RoCE v2 CNP (Annex A17.9.3): its BTH is decoded, there is nothing else
 };
 const char* to_string(DecodeError e);
 
 /// Bytes `encode` writes for `p` (headers, payload, pad; no ICRC).
 size_t encoded_size(const Packet& p);
 /// Writes the BTH, the extended headers bth.opcode calls for, the payload and
-/// the pad bytes (bth.pad is set from the payload length). Returns the bytes
-/// written, or 0 if `cap` is too small or the opcode is unknown.
+/// the pad bytes (bth.pad is set from the payload length); a CNP is its BTH
+/// and reserved bytes. Returns the bytes written, or 0 if `cap` is too small
+/// or the opcode is unknown.
 size_t encode(Packet& p, uint8_t* out, size_t cap);
 /// Parses `bytes` = BTH .. ICRC (the UDP payload). On success `out->payload`
 /// points into `bytes`. Checks what the packet alone can tell; the ICRC, the

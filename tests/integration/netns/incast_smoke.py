@@ -4,13 +4,16 @@ receiver behind one shaped bridge port (bench/incast.py's topology: tbf at
 200 Mbit/s with a 32 KiB queue, so the two flows' bursts overflow it), each
 sender running Debian's ibv_rc_pingpong with data checks (-c) against its
 own server in the receiver's namespace, both at once; on UDP sockets, then
-on the AF_XDP link.
+on the AF_XDP link, each once with a port that only drops and once with one
+that also marks ECN (bench/incast.py --ecn: nftables sets CE on what
+exceeds 95 % of the rate).
 
 Passes when every pingpong exits 0 having moved all its messages intact
 (rdma-core's -c compares every byte), and each sender's device counted
-round-trip samples (congestion control ran); prints the port's drops and the
-senders' window cuts. Root only (77 otherwise); every namespace and process
-it makes is removed at the end.
+round-trip samples (congestion control ran); with marking, when the
+receiver counted CE-marked requests and sent CNPs and the senders received
+them. Prints the port's drops and the senders' window cuts. Root only (77
+otherwise); every namespace and process it makes is removed at the end.
 
 Usage: incast_smoke.py BUILD_DIR PORT
 """
@@ -35,19 +38,20 @@ def main():
     if os.geteuid() != 0:
         print("SKIP: network namespaces need root")
         return 77
-    for tool in ("ip", "tc", "ethtool", "ibv_rc_pingpong"):
+    for tool in ("ip", "tc", "ethtool", "nft", "ibv_rc_pingpong"):
         if subprocess.run(["sh", "-c", f"command -v {tool}"], capture_output=True).returncode != 0:
             print(f"SKIP: {tool} not installed (scripts/setup.sh)")
             return 77
     env = dict(os.environ, LD_LIBRARY_PATH=os.path.join(build, "lib"),
                UROCE_UROCED=os.path.join(build, "bin", "uroced"))
     failed = False
-    for link, xdp in (("udp", "0"), ("xdp", "1")):
+    for link, xdp, ecn in (("udp", "0", False), ("xdp", "1", False), ("udp", "0", True), ("xdp", "1", True)):
+        name = link + (" ecn" if ecn else "")
         # Checksums filled in and GSO sends cut at each sender's veth, as in
         # the other two-host tests (with_netns.sh): a GSO send carried whole
         # to an AF_XDP receiver is one frame too big for its socket
         # (docs/afxdp-link.md, "Limits").
-        topo = incast.Topology(2, "200mbit", "32kb", ecn=False, probe=False, offloads=False)
+        topo = incast.Topology(2, "200mbit", "32kb", ecn=ecn, probe=False, offloads=False)
         procs = []
         try:
             e = dict(env, UROCE_LINK_XDP=xdp)
@@ -72,27 +76,47 @@ def main():
                     out += "\n[killed: 60 s]"
                 outs.append((p.returncode, out))
             drops = topo.port_stats()[2]
-            samples, cuts = 0, 0
-            for ns in topo.tx:
+            marked = topo.ce_marked() if ecn else 0
+
+            def counters(ns):
                 r = subprocess.run(["ip", "netns", "exec", ns, os.path.join(build, "bin", "uroce"), "stat", "-j"],
                                    env=e, capture_output=True, text=True)
+                total = {}
                 try:
                     for d in json.loads(r.stdout):
-                        c = d["counters"]
-                        samples += c.get("cc.rtt_samples", 0)
-                        cuts += c.get("cc.delay_cuts", 0) + c.get("cc.loss_cuts", 0) + c.get("cc.timeouts", 0)
+                        for k, v in d["counters"].items():
+                            total[k] = total.get(k, 0) + v
                 except ValueError:
                     pass
+                return total
+
+            samples, cuts, cnps = 0, 0, 0
+            for ns in topo.tx:
+                c = counters(ns)
+                samples += c.get("cc.rtt_samples", 0)
+                cuts += c.get("cc.delay_cuts", 0) + c.get("cc.loss_cuts", 0) + c.get("cc.timeouts", 0)
+                cuts += c.get("cc.cnp_cuts", 0)
+                cnps += c.get("cc.cnps", 0)
+            rx = counters(topo.rx)
             ok = all(rc == 0 and "100 iters in" in out for rc, out in outs)
             if not ok:
                 failed = True
                 for rc, out in outs:
                     print(f"--- exit {rc} ---\n{out[-1500:]}")
             if samples == 0:
-                failed = True
-                print(f"{link}: no round-trip samples counted by the senders")
-            print(f"{'PASS' if ok and samples else 'FAIL'} {link}: 2 x 100 checked 64 KiB pingpongs through one "
-                  f"shaped port; port drops {drops}, round-trip samples {samples}, window cuts {cuts}", flush=True)
+                ok = False
+                print(f"{name}: no round-trip samples counted by the senders")
+            notes = ""
+            if ecn:
+                seen, sent = rx.get("np.ce_marked", 0), rx.get("np.cnps_sent", 0)
+                notes = f", CE marked {marked}, seen {seen}, CNPs sent {sent}, received {cnps}"
+                if not (marked and seen and sent and cnps):
+                    ok = False
+                    print(f"{name}: the marks did not come back as CNPs{notes}")
+            failed = failed or not ok
+            print(f"{'PASS' if ok else 'FAIL'} {name}: 2 x 100 checked 64 KiB pingpongs through one "
+                  f"shaped port; port drops {drops}, round-trip samples {samples}, window cuts {cuts}{notes}",
+                  flush=True)
         finally:
             for p in procs:
                 if p.poll() is None:

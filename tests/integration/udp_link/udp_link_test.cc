@@ -236,6 +236,71 @@ TEST(UdpLink, TimestampsSayWhenThePacketArrivedNotWhenItWasRead) {
   EXPECT_EQ(plain[0].p.rx_ns, 0u);
 }
 
+// Options::ecn: what the endpoint sends is ECN-capable (ECT(0)); a packet
+// that arrives marked Congestion Experienced (here: sent with CE by a
+// socket that plays the marking queue) says so (Packet::ce); a CNP is
+// counted and handed on for its requester.
+TEST(UdpLink, EcnMarksWhatItSendsAndSeesCongestionExperienced) {
+  UdpEndpoint::Options o;
+  o.bind = UdpAddr{lo(), port(17)};
+  o.ecn = true;
+  auto ea = UdpEndpoint::open(o);
+  o.bind = UdpAddr{lo(), port(18)};
+  auto eb = UdpEndpoint::open(o);
+  ASSERT_TRUE(ea.is_ok() && eb.is_ok());
+  auto a = std::move(ea.value()), b = std::move(eb.value());
+  auto queue = endpoint(19);
+  ASSERT_TRUE(queue);
+  const int ce = kEcnCe;
+  ASSERT_EQ(setsockopt(queue->fd(), IPPROTO_IP, IP_TOS, &ce, sizeof(ce)), 0);
+  // What `a` sends, as a plain socket that reads the TOS sees it.
+  const int s = socket(AF_INET, SOCK_DGRAM, 0);
+  ASSERT_GE(s, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  sa.sin_port = htons(port(24));
+  const int one = 1;
+  ASSERT_EQ(bind(s, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0);
+  ASSERT_EQ(setsockopt(s, IPPROTO_IP, IP_RECVTOS, &one, sizeof(one)), 0);
+  std::vector<uint8_t> data(64, 1);
+  Packet p = sample(0, data);
+  ASSERT_TRUE(a->send(p, UdpAddr{lo(), port(24)}));
+  uint8_t buf[2048];
+  alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))];
+  iovec iov{buf, sizeof(buf)};
+  msghdr m{};
+  m.msg_iov = &iov;
+  m.msg_iovlen = 1;
+  m.msg_control = ctl;
+  m.msg_controllen = sizeof(ctl);
+  pollfd pf{s, POLLIN, 0};
+  ASSERT_EQ(::poll(&pf, 1, 5000), 1);
+  ASSERT_GT(recvmsg(s, &m, 0), 0);
+  int tos = -1;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c))
+    if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS) tos = *CMSG_DATA(c);
+  close(s);
+  EXPECT_EQ(tos & kEcnMask, kEcnEct0) << "sent ECT(0)";
+  // Marked on the way, and not.
+  ASSERT_TRUE(queue->send(p, b->local()));
+  auto got = receive(*b, 1);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_TRUE(got[0].p.ce);
+  ASSERT_TRUE(a->send(p, b->local()));
+  got = receive(*b, 1);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_FALSE(got[0].p.ce);
+  // A CNP reaches whoever polls, counted.
+  Packet n = cnp(0x123, 0xffff);
+  ASSERT_TRUE(a->send(n, b->local()));
+  got = receive(*b, 1);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].p.bth.opcode, kCnpOpcode);
+  EXPECT_EQ(got[0].p.bth.dest_qp, 0x123u);
+  EXPECT_EQ(b->stats().cnp, 1u);
+}
+
 TEST(UdpLink, AWildcardAddressIsRefused) {
   UdpEndpoint::Options o;
   o.bind = UdpAddr{IpAddr::v4(htonl(INADDR_ANY)), port(9)};

@@ -268,5 +268,18 @@ TEST(Congestion, OffKeepsTheFixedWindow) {
   EXPECT_GT(cc.srtt_ns(), 0u);  // still measured (probes and NAK guards use it)
 }
 
+TEST(CnpPacer, OneCnpPerIntervalHoweverManyMarks) {
+  // Expect: marks 10 us apart for 200 us earn a CNP at 0, 50, 100, 150 and
+  // 200 us (one per 50 us); every mark is counted.
+  CnpPacer np(50'000);
+  NotifyStats s;
+  np.count_into(&s);
+  int sent = 0;
+  for (uint64_t t = 1'000'000; t <= 1'200'000; t += 10'000) sent += np.on_marked(t);
+  EXPECT_EQ(sent, 5);
+  EXPECT_EQ(s.ce_marked, 21u);
+  EXPECT_EQ(s.cnps_sent, 5u);
+}
+
 }  // namespace
 }  // namespace uroce::transport

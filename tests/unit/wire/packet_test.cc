@@ -291,5 +291,29 @@ TEST(WireIcrc, PerFlowIcrcEqualsTheOneOverBuiltHeaders) {
     }
 }
 
+// A CNP as a ConnectX-4 Lx sends it (the capture in ../shared/wire:
+// 10.0.17.1 -> 10.0.18.1, destination QP 0x118): the same 28 bytes after
+// the UDP header, and the ICRC the NIC computed over them.
+TEST(WireCnp, EncodesAsANicSendsIt) {
+  const uint8_t ip[20] = {0x45, 0xc2, 0x00, 0x3c, 0x71, 0x8c, 0x40, 0x00, 0x40, 0x11,
+                          0x91, 0x61, 0x0a, 0x00, 0x11, 0x01, 0x0a, 0x00, 0x12, 0x01};
+  const uint8_t udp[8] = {0x00, 0x00, 0x12, 0xb7, 0x00, 0x28, 0x00, 0x00};
+  const uint8_t nic[28] = {0x81, 0x00, 0xff, 0xff, 0x40, 0x00, 0x01, 0x18, 0, 0, 0, 0, 0, 0,
+                           0,    0,    0,    0,    0,    0,    0,    0,    0, 0, 0, 0, 0, 0};
+  const uint8_t nic_icrc[4] = {0x82, 0xfd, 0x00, 0x2a};
+  Packet p = cnp(0x118, 0xffff);
+  ASSERT_EQ(encoded_size(p), sizeof(nic));
+  std::vector<uint8_t> b(sizeof(nic) + kIcrcBytes);
+  ASSERT_EQ(encode(p, b.data(), b.size()), sizeof(nic));
+  EXPECT_EQ(0, memcmp(b.data(), nic, sizeof(nic)));
+  memcpy(b.data() + sizeof(nic), nic_icrc, 4);
+  EXPECT_EQ(icrc(ip, udp, {b.data(), sizeof(nic)}), get_icrc(b.data() + sizeof(nic)));
+  // Decoded: recognised as a CNP, its BTH read.
+  Packet out;
+  EXPECT_EQ(decode(b, &out), DecodeError::kCnp);
+  EXPECT_EQ(out.bth.dest_qp, 0x118u);
+  EXPECT_EQ(out.bth.resv8a & kBecn, kBecn);
+}
+
 }  // namespace
 }  // namespace uroce::wire
