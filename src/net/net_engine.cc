@@ -550,8 +550,18 @@ bool NetEngine::poll_now() {
   // Due timers too, after what arrived (an ACK waiting in a socket is no
   // timeout): a spinning application may hold run_mu most of the time, and
   // the engine thread then waits for it (the mutex is not fair).
+  bool window_full = false;
   for (const Source& s : sources_)
-    if (s.kind == Source::Kind::kQp && s.qp->next_deadline() <= now) s.qp->on_timer(now);
+    if (s.kind == Source::Kind::kQp) {
+      if (s.qp->next_deadline() <= now) s.qp->on_timer(now);
+      window_full = window_full || s.qp->window_full();
+    }
+  // Waiting for ACKs only: the core is better spent on whoever sends them
+  // (on a host with few cores, often the receiver of this traffic).
+  window_empty_polls_ = got > 0 || !window_full ? 0 : window_empty_polls_ + 1;
+  const bool yield = window_empty_polls_ >= kWindowYieldAfter && window_empty_polls_ % kWindowYieldEvery == 0;
+  g.unlock();
+  if (yield) sched_yield();
   return got > 0;
 }
 

@@ -151,8 +151,9 @@ class NetEngine {
   // from then on.
   std::unique_ptr<NetInbox> inbox_;
   bool inbox_used_ = false;
-  NetForwarder forwarder_;     // to the inboxes of other processes
-  unsigned direct_polls_ = 0;  // poll_now's direct reads (under run_mu_)
+  NetForwarder forwarder_;           // to the inboxes of other processes
+  unsigned direct_polls_ = 0;        // poll_now's direct reads (under run_mu_)
+  unsigned window_empty_polls_ = 0;  // poll_now: empty polls in a row while a window is full (run_mu_)
   // Sources (indexes) whose packets wait parked: read again by every round
   // even when not readable.
   std::vector<int> parked_;

@@ -64,5 +64,14 @@ constexpr uint64_t kAppPollGraceNs = 200'000;
 /// (link/id_trust.h) are looked at again at least this often (uroced
 /// records a frame within tens of microseconds of its arrival).
 constexpr uint64_t kParkedRecheckNs = 100'000;
+/// While a QP of the process waits for ACKs to open its congestion window,
+/// a poll that found nothing this many times in a row gives up its core
+/// (sched_yield) every kWindowYieldEvery-th time after: the senders of an
+/// incast on few cores then leave the receiver the CPU it needs to answer
+/// them. Fewer empty polls yield sooner, at the risk of an ACK waiting for
+/// the poller to run again; a QP whose window is not full (a ping-pong)
+/// never yields.
+constexpr unsigned kWindowYieldAfter = 32;
+constexpr unsigned kWindowYieldEvery = 16;
 
 }  // namespace uroce::core::tuning

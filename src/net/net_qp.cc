@@ -22,7 +22,8 @@ namespace uroce::core {
 /// packets as one UDP GSO send, a reply and an ACK in one sendmmsg:
 /// UdpEndpoint::cork), tells the owner of a requester's failure once its
 /// completions are all out, traces a change of the congestion window, and
-/// publishes the deadline for lock-free readers.
+/// publishes the deadline and whether the window is full for lock-free
+/// readers.
 class SCOPED_CAPABILITY NetQp::Call {
  public:
   // (The bodies are the lock's own: not analysed.)
@@ -44,6 +45,7 @@ class SCOPED_CAPABILITY NetQp::Call {
     if (--q_->calls_ == 0 && q_->xdp_) q_->xdp_->flush();  // the frames of the call leave together
     q_->deadline_.store(q_->req_ && !q_->flushed_ ? q_->req_->next_deadline() : UINT64_MAX,
                         std::memory_order_relaxed);
+    q_->window_full_.store(q_->req_ && !q_->flushed_ && q_->req_->window_full(), std::memory_order_relaxed);
     q_->mu_.unlock();
   }
   Call(const Call&) = delete;

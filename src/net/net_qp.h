@@ -118,6 +118,9 @@ class NetQp final : public LinkEngine {
   void on_timer(uint64_t now_ns);
   /// When on_timer is due next (UINT64_MAX: never); no lock.
   uint64_t next_deadline() const { return deadline_.load(std::memory_order_relaxed); }
+  /// Whether its requester holds packets back until an ACK opens the
+  /// congestion window (RcRequester::window_full); no lock.
+  bool window_full() const { return window_full_.load(std::memory_order_relaxed); }
   /// Sends what the fault injector holds back (the engine calls it when idle).
   void flush_link();
   /// Sends the acknowledgement on_packet held back, if any, if it was held
@@ -225,6 +228,7 @@ class NetQp final : public LinkEngine {
   bool ud_dst_cache_remote_ = false;
   std::atomic<bool> ack_held_{false};  // also read without the lock (flush_acks)
   std::atomic<uint64_t> deadline_{UINT64_MAX};
+  std::atomic<bool> window_full_{false};
   uint64_t ack_held_since_ GUARDED_BY(mu_) = 0;
   uint64_t traced_changes_ GUARDED_BY(mu_) = 0;  // CongestionControl::changes() at the last trace line
   wire::Packet held_ack_ GUARDED_BY(mu_);        // no payload

@@ -126,6 +126,7 @@ uint64_t RcRequester::nak_repeat_guard() const {
 
 void RcRequester::pump(uint64_t now) {
   now_ns_ = now;
+  window_full_ = false;
   if (failed_ || rnr_until_) return;
   una_ = window_base();  // never left behind (PSNs wrap at 2^24)
   bool sent = false;
@@ -151,8 +152,10 @@ void RcRequester::pump(uint64_t now) {
         // then fell further behind until the requester gave up). The oldest
         // WQE always goes (its responses do not move una_: read_done does).
         if (!cfg_.unreliable && &e != &q_.front() &&
-            psn_diff(psn_add(e.first_psn, e.sent), window_base()) >= int32_t(cwnd()))
+            psn_diff(psn_add(e.first_psn, e.sent), window_base()) >= int32_t(cwnd())) {
+          window_full_ = true;
           break;
+        }
         send_read(e, e.sent);
         e.sent = total;
         sent = true;
@@ -167,7 +170,10 @@ void RcRequester::pump(uint64_t now) {
           sent = true;
         }
         e.sent = i;
-        if (i < total) break;  // the window is full: ACKs reopen it (on_response pumps)
+        if (i < total) {  // the window is full: ACKs reopen it (on_response pumps)
+          window_full_ = true;
+          break;
+        }
       }
     }
     if (rd) open_reads_before = true;

@@ -121,6 +121,9 @@ class RcRequester {
 
   bool failed() const { return failed_; }
   size_t outstanding() const { return q_.size(); }
+  /// Whether packets wait only for the congestion window to open: until an
+  /// ACK comes, the QP has nothing to do (a poller may give up its core).
+  bool window_full() const { return window_full_; }
   const RequesterStats& stats() const { return stats_.get(); }
   const CongestionControl& congestion() const { return cc_; }
   /// Counts from now on into `s` (contract/counters.h).
@@ -216,6 +219,7 @@ class RcRequester {
   uint32_t sent_hi_ = cfg_.sq_psn;
   uint64_t now_ns_ = 0;  // the time of the call in progress (post, response, timer)
   bool failed_ = false;
+  bool window_full_ = false;  // pump stopped at the window (window_full)
   bool draining_ = false, drained_told_ = false;
   std::vector<uint8_t> scratch_;
   Counted<RequesterStats> stats_;

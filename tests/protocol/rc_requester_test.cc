@@ -120,6 +120,7 @@ TEST_F(RcRequesterTest, TheCongestionWindowStartsSmallOpensWithAcksAndHalvesAtAL
   q.post(std::move(w), 0);
   ASSERT_EQ(env.sent.size(), 16u);
   EXPECT_TRUE(env.sent.back().ack_req);  // the packet that fills the window asks
+  EXPECT_TRUE(q.window_full());          // nothing to do but wait for ACKs
   // The ACK arrived at 30 us and was read at 45 us (the process was busy):
   // the round trip ends at its arrival.
   Packet ack = resp(50 + 15, syndrome_ack(kCreditsInvalid));
@@ -127,6 +128,7 @@ TEST_F(RcRequesterTest, TheCongestionWindowStartsSmallOpensWithAcksAndHalvesAtAL
   q.on_response(ack, 45'000);
   EXPECT_EQ(q.congestion().min_rtt_ns(), 30'000u);
   EXPECT_EQ(env.sent.size(), 16u + 32u);  // 32 may be out now
+  EXPECT_TRUE(q.window_full());
   // A PSN-sequence NAK at the first of the new ones: half the window.
   const uint32_t before = q.congestion().window();
   env.sent.clear();
@@ -136,6 +138,9 @@ TEST_F(RcRequesterTest, TheCongestionWindowStartsSmallOpensWithAcksAndHalvesAtAL
   ASSERT_FALSE(env.sent.empty());
   EXPECT_EQ(env.sent.front().psn, 50u + 16);
   EXPECT_EQ(env.sent.size(), before / 2);  // go-back-N within the smaller window
+  // Everything acknowledged: the window is not what holds anything back.
+  q.on_response(resp(50 + 199, syndrome_ack(kCreditsInvalid)), 70'000);
+  EXPECT_FALSE(q.window_full());
 }
 
 TEST_F(RcRequesterTest, ReadsAreAskedWithinTheWindowAndATimeoutAsksOnlyTheOldestAgain) {
@@ -160,6 +165,7 @@ TEST_F(RcRequesterTest, ReadsAreAskedWithinTheWindowAndATimeoutAsksOnlyTheOldest
   }
   ASSERT_EQ(env.sent.size(), 4u);
   for (const Env::Sent& s : env.sent) EXPECT_EQ(s.op, kReadRequest);
+  EXPECT_TRUE(rr.window_full());
   // Expect: silence, the timer: the oldest READ only, twice (before, all
   // four went again, twice: each one executed again by the responder).
   env.sent.clear();
