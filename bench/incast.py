@@ -350,7 +350,9 @@ class Run:
         self.finish(srv, 5)
         for line in out.splitlines():
             f = line.split()
-            if not all(re.fullmatch(r"\d+(\.\d+)?", x) for x in f):
+            # (perftest prints a standard deviation of -nan when one sample
+            # dwarfs the rest)
+            if not f or not all(re.fullmatch(r"\d+(\.\d+)?|-?nan", x) for x in f):
                 continue
             if self.tool == "tcp" and len(f) == 4:
                 return {"p50": float(f[2]), "p99": float(f[3])}

@@ -394,11 +394,13 @@ void live_capture_check(int k_from, int k_to, const IpAddr& at = lo()) {
   ASSERT_TRUE(a);
   std::vector<uint8_t> data(300);
   for (size_t i = 0; i < data.size(); ++i) data[i] = uint8_t(i);
-  constexpr uint32_t n = 24;
-  for (uint32_t i = 0; i < n; ++i) {
+  constexpr uint32_t n = 25;  // 24 of every shape, then a CNP
+  for (uint32_t i = 0; i + 1 < n; ++i) {
     Packet p = sample(i, data);
     ASSERT_TRUE(a->send(p, b->local()));
   }
+  Packet c = cnp(0x123, 0xffff);
+  ASSERT_TRUE(a->send(c, b->local()));
   ASSERT_EQ(receive(*b, n).size(), n);
   EXPECT_FALSE(b->parked());
 
