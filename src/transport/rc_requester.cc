@@ -501,10 +501,9 @@ uint64_t RcRequester::probe_time() const {
   if (probes_ >= kMaxProbes || rnr_until_ || failed_ || !deadline_ || !cc_.min_rtt_ns() || !cfg_.timeout_ns ||
       q_.empty())
     return 0;
-  // From the least round trip seen: the smoothed one also counts the times
-  // an ACK waited for the peer's own recovery (a ping-pong's peer answers
-  // only once its previous message is acknowledged), milliseconds at 10 % loss.
-  const uint64_t pto = std::max(4 * cc_.min_rtt_ns(), kMinProbeNs);
+  // From the least round trip seen, or twice the smoothed one if longer
+  // (a queue on the path, a busy peer: an ACK is not late for it).
+  const uint64_t pto = std::max({4 * cc_.min_rtt_ns(), 2 * cc_.srtt_ns(), kMinProbeNs});
   const uint64_t at = pto << probes_;  // PTO, 2 PTO, 4 PTO... after the last progress
   if (at >= cfg_.timeout_ns / 2) return 0;
   return deadline_ - cfg_.timeout_ns + at;  // deadline_ was armed at the last progress
