@@ -14,6 +14,14 @@
 #               receives (hook input): uroce retransmits to rxe and answers
 #               rxe's retransmissions. loss_out_* and loss_in_* drop on one
 #               hook only (run when named).
+#   ecn_write_bw  ib_write_bw while nftables in rxeq sets ECN CE on every
+#               ECN-capable UDP 4791 packet the host receives (hook input)
+#               and sends (hook output); rxe sends ECT(0) when asked
+#               (perftest --tclass 2). g2h: uroce answers the marks with
+#               CNPs, which rxe (no opcode 0x81) must drop harmlessly: the
+#               capture must hold CNPs and the run end well. h2g: rxe takes
+#               uroce's marked packets (the ICRC masks the TOS). UDP link
+#               only (AF_XDP frames pass no netfilter hook).
 #   qp4_*       perftest bandwidth over 4 QPs (-q 4: write, read)
 #   bidir_*     perftest bandwidth both ways at once (-b: send, write)
 #   cm_*        connections through the RDMA CM, the IBTA CM's MADs on QP1
@@ -64,7 +72,7 @@ mkdir -p "$out"
 
 # Any other loss_{out,in}_, qp4_ or bidir_ + a perftest tool's suffix
 # (e.g. qp4_send_bw) runs too when named.
-all="loss_send_lat loss_write_bw loss_read_bw qp4_write_bw qp4_read_bw bidir_send_bw bidir_write_bw mcast
+all="loss_send_lat loss_write_bw loss_read_bw ecn_write_bw qp4_write_bw qp4_read_bw bidir_send_bw bidir_write_bw mcast
   cm_rping cm_ucmatose cm_udaddy cm_send_bw cm_rstream cm_riostream"
 # shellcheck disable=SC2086 # a list of words
 (($#)) || set -- $all
@@ -84,6 +92,7 @@ case_def() {
     # rsockets: uroce's against rdma-core's over rxe (-T v: the data checked)
     cm_rstream) prog="rstream -b $own -T v -S 4096 -C 100" cprog="rstream -T v -S 4096 -C 100 -s"; return 0 ;;
     cm_riostream) prog="riostream -b $own -S 4096 -C 100" cprog="riostream -S 4096 -C 100 -s"; return 0 ;;
+    ecn_*) hook="ecn" tool="${c#ecn_} --tclass=2 -u 18" ;;
     loss_out_*) hook=output tool=${c#loss_out_} ;;
     loss_in_*) hook=input tool=${c#loss_in_} ;;
     loss_*) hook="output input" tool=${c#loss_} ;;
@@ -134,10 +143,23 @@ wait_log() {
   return 1
 }
 
-set_loss() {  # "HOOK..."|"": nftables in rxeq drops loss_pct % of UDP 4791 at each hook
+set_loss() {  # "HOOK..."|"ecn"|"": nftables in rxeq drops loss_pct % of UDP 4791 at each hook (ecn: marks CE)
   local h
   ip netns exec "$ns" nft delete table inet uroce_interop_loss 2>/dev/null
   [[ -n $1 ]] || return 0
+  if [[ $1 == ecn ]]; then
+    {
+      echo "table inet uroce_interop_loss {"
+      for h in input output; do
+        echo "  chain mark_$h {"
+        echo "    type filter hook $h priority 0;"
+        echo "    udp dport 4791 ip ecn ect0 counter ip ecn set ce"
+        echo "  }"
+      done
+      echo "}"
+    } | ip netns exec "$ns" nft -f -
+    return
+  fi
   {
     echo "table inet uroce_interop_loss {"
     for h in $1; do
@@ -149,7 +171,7 @@ set_loss() {  # "HOOK..."|"": nftables in rxeq drops loss_pct % of UDP 4791 at e
     echo "}"
   } | ip netns exec "$ns" nft -f -
 }
-dropped() {  # "N" or, with two hooks, "N+M" (in the order set_loss got them)
+dropped() {  # "N" or, with two hooks, "N+M" (in the order set_loss got them; ecn: marked on input+output)
   ip netns exec "$ns" nft list table inet uroce_interop_loss 2>/dev/null |
     sed -n 's/.*counter packets \([0-9]*\).*/\1/p' | paste -sd+
 }
@@ -294,7 +316,16 @@ run_case() {  # run_case CASE DIR
     fi
   fi
   ((grc == 0 && hrc == 0 && n > 0)) || ok=0
-  local what="guest rc=$grc, host rc=$hrc, $n packets${hook:+, ${drops:-?} dropped on $hook}; $chk"
+  local cnps=
+  if [[ $hook == ecn && -f $pcap.check ]]; then
+    # Marks on what uroce received must have come back to rxe as CNPs.
+    cnps=$(grep -c '^#[0-9]* PASS .* CNP ' "$pcap.check")
+    [[ $dir == h2g ]] || ((cnps > 0)) || ok=0
+    cnps=", $cnps CNPs"
+  fi
+  local verb=dropped
+  [[ $hook == ecn ]] && verb="marked CE (input+output)" hook=
+  local what="guest rc=$grc, host rc=$hrc, $n packets${drops:+, ${drops:-?} $verb${hook:+ on $hook}}$cnps; $chk"
   if ((ok)); then
     pass=$((pass + 1))
     echo "PASS $c $dir ($what)"
