@@ -13,6 +13,8 @@ fixed time, with one of:
   uroce-udp  perftest's ib_write_bw on uroce, UDP-socket link (UROCE_LINK_XDP=0)
   uroce-xdp  the same on the AF_XDP link (UROCE_LINK_XDP=require)
   tcp        iperf3 (the kernel's TCP, its default congestion control)
+  ucx-tcp    UCX's tcp transport (ucx_perftest tag_bw, UCX_TLS=tcp), the
+             software transport an RDMA program could pick instead
 and reports: aggregate goodput / port rate, per-flow goodput and Jain's
 fairness index, bytes the senders put on their veths / bytes the receiver's
 veth took, drops and CE marks at the port, and (uroce) the senders' and
@@ -206,7 +208,11 @@ class Run:
         lib = os.path.join(args.build, "lib")
         self.env = dict(os.environ, LD_LIBRARY_PATH=lib)
         self.env["UROCE_UROCED"] = os.path.join(args.build, "bin", "uroced")
-        if tool == "uroce-udp":
+        if tool == "ucx-tcp":
+            # No uroce under UCX: its tcp transport on the namespace's veth.
+            self.env = dict(os.environ, UCX_TLS="tcp,self", UCX_NET_DEVICES="rnic0")
+            self.env.pop("LD_LIBRARY_PATH", None)
+        elif tool == "uroce-udp":
             self.env["UROCE_LINK_XDP"] = "0"
         elif tool == "uroce-xdp":
             # One process per interface has its AF_XDP socket: the senders (one
@@ -242,6 +248,8 @@ class Run:
             port = base + i
             if self.tool == "tcp":
                 servers.append(self.spawn(self.t.rx, ["iperf3", "-s", "-1", "-p", str(port)]))
+            elif self.tool == "ucx-tcp":
+                servers.append(self.spawn(self.t.rx, ["timeout", str(secs + 15), "ucx_perftest", "-p", str(port)]))
             else:
                 servers.append(self.spawn(self.t.rx, ["ib_write_bw", "-d", "uroce_rnic0", "-x", "1", "-p",
                                                       str(port), "-s", str(self.a.size), "-D", str(secs)] +
@@ -253,6 +261,12 @@ class Run:
             if self.tool == "tcp":
                 clients.append(self.spawn(ns, ["iperf3", "-c", self.t.addr(-1), "-p", str(port), "-t", str(secs),
                                                "-J"]))
+            elif self.tool == "ucx-tcp":
+                # No time limit in ucx_perftest: stopped after `secs`, its
+                # last once-a-second report says what it moved.
+                clients.append(self.spawn(ns, ["timeout", "-s", "INT", str(secs), "ucx_perftest", self.t.addr(-1),
+                                               "-p", str(port), "-t", "tag_bw", "-s", str(self.a.size), "-n",
+                                               "1000000000"]))
             else:
                 clients.append(self.spawn(ns, ["ib_write_bw", "-d", "uroce_rnic0", "-x", "1", "-p", str(port),
                                                "-s", str(self.a.size), "-D", str(secs)] + self.a.perftest_args +
@@ -323,6 +337,14 @@ class Run:
                 return j["end"]["sum_received"]["bits_per_second"] / 8e6
             except (ValueError, KeyError):
                 return None
+        if self.tool == "ucx-tcp":
+            # "[thread 0] iterations p50 avg overall bw_avg bw_overall ...", MB = 2^20 bytes.
+            last = None
+            for line in out.splitlines():
+                f = line.split()
+                if line.startswith("[thread") and len(f) >= 9:
+                    last = float(f[7]) * (1 << 20) / 1e6
+            return last
         # perftest: "#bytes #iterations BW_peak BW_average MsgRate", MB = 2^20 bytes.
         for line in out.splitlines():
             f = line.split()
@@ -335,6 +357,10 @@ class Run:
         the probe namespace through the loaded port (uroce: ib_send_lat's
         t_typical and 99%; tcp: tcp_pingpong), or None if it failed."""
         port = str(17515 + os.getpid() % 1000)
+        if self.tool == "ucx-tcp":
+            print("latency: not measured for ucx-tcp (ucx_perftest reports one percentile per run)",
+                  file=sys.stderr)
+            return None
         if self.tool == "tcp":
             srv = self.spawn(self.t.rx, [self.a.tcp_pingpong, "-l", port, "-s", "64"])
             time.sleep(0.2)
@@ -364,7 +390,7 @@ class Run:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("tools", nargs="+", choices=["uroce-udp", "uroce-xdp", "tcp"])
+    ap.add_argument("tools", nargs="+", choices=["uroce-udp", "uroce-xdp", "tcp", "ucx-tcp"])
     ap.add_argument("--senders", type=int, default=1)
     ap.add_argument("--rate", default="1gbit")
     ap.add_argument("--queue", default="128kb")
