@@ -40,6 +40,8 @@ constexpr CounterField kFields[] = {
     UROCE_COUNTER(req.seq_naks_rechecked),
     UROCE_COUNTER(req.probes),
     UROCE_COUNTER(req.dropped),
+    UROCE_COUNTER(req.resent_packets),
+    UROCE_COUNTER(req.resent_bytes),
     UROCE_COUNTER(cc.rtt_samples),
     UROCE_COUNTER(cc.delay_cuts),
     UROCE_COUNTER(cc.loss_cuts),

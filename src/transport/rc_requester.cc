@@ -70,7 +70,8 @@ void RcRequester::send_packet(Entry& e, uint32_t i, bool ask_ack) {
   if (p.bth.ack_req) since_ack_req_ = 0;
   // The round trip: timed from each first transmission that asks for an
   // ACK to the ACK that covers it, never over a retransmission.
-  if (psn_diff(p.bth.psn, sent_hi_) >= 0) {
+  const bool resent = psn_diff(p.bth.psn, sent_hi_) < 0;
+  if (!resent) {
     sent_hi_ = psn_add(p.bth.psn, 1);
     if (p.bth.ack_req) timed_.emplace_back() = Timed{p.bth.psn, now_ns_};
   }
@@ -99,6 +100,10 @@ void RcRequester::send_packet(Entry& e, uint32_t i, bool ask_ack) {
     }
   }
   ++stats_->packets;
+  if (resent) {
+    ++stats_->resent_packets;
+    stats_->resent_bytes += p.payload.size();
+  }
   env_->send(p);
 }
 

@@ -90,6 +90,8 @@ struct RequesterStats {
   uint64_t seq_naks_rechecked = 0;  // of those: acted on later, the gap still open
   uint64_t probes = 0;              // newest packets sent again early (see probe())
   uint64_t error_naks = 0;          // NAKs received: invalid request, remote access or operational error
+  uint64_t resent_packets = 0;  // request packets sent again (go-back-N, probes, re-asks; not READ requests)
+  uint64_t resent_bytes = 0;    // their payload bytes
 };
 
 class RcRequester {

@@ -138,6 +138,8 @@ TEST_F(RcRequesterTest, TheCongestionWindowStartsSmallOpensWithAcksAndHalvesAtAL
   ASSERT_FALSE(env.sent.empty());
   EXPECT_EQ(env.sent.front().psn, 50u + 16);
   EXPECT_EQ(env.sent.size(), before / 2);  // go-back-N within the smaller window
+  EXPECT_EQ(q.stats().resent_packets, before / 2);
+  EXPECT_EQ(q.stats().resent_bytes, 256u * (before / 2));
   // Everything acknowledged: the window is not what holds anything back.
   q.on_response(resp(50 + 199, syndrome_ack(kCreditsInvalid)), 70'000);
   EXPECT_FALSE(q.window_full());
