@@ -169,17 +169,73 @@ void XdpPort::on_frame(std::span<const uint8_t> f, OnPacket on_packet) {
   // no fragment offset, what every RoCE v2 sender writes, from the per-flow
   // cache; anything else over its own bytes.
   uint32_t want;
-  if (type == kEtherIpv4 && be16(ip + 6) == 0x4000)
+  const bool df = type == kEtherIpv4 && be16(ip + 6) == 0x4000;
+  if (df)
     want = rx_icrc_.compute({src.ip.raw4(), dst.ip.raw4(), src.port, dst.port}, be16(ip + 4), ib.first(n));
   else
     want = wire::icrc({ip, udp_at}, {udp, wire::kUdpHeaderBytes}, ib.first(n));
+  const bool ce = (tos & wire::kEcnMask) == wire::kEcnCe;
   if (want != wire::get_icrc(ib.data() + n)) {
+    if ((df || type == kEtherIpv6) && on_gso_run(ib, src, dst, df ? be16(ip + 4) : 0, tos, ce, on_packet))
+      return;
     ++stats_->bad_icrc;
     return;
   }
   ++stats_->received;
   if (opt_.capture) opt_.capture->write({ip, udp_at + wire::kUdpHeaderBytes}, ib, wall_ns(), false);
-  decode_and_hand_on(ib, *stats_, src, dst, on_packet, 0, (tos & wire::kEcnMask) == wire::kEcnCe);
+  decode_and_hand_on(ib, *stats_, src, dst, on_packet, 0, ce);
+}
+
+bool XdpPort::on_gso_run(std::span<const uint8_t> ib, const UdpAddr& src, const UdpAddr& dst, uint16_t id,
+                         uint8_t tos, bool ce, OnPacket on_packet) {
+  const bool v4 = src.ip.is_v4();
+  // The ICRC of packet k of the run (its BTH .. ICRC), as sealed for the IP
+  // header it would have had once cut: its own length and, over IPv4,
+  // identification id + k (Linux numbers a GSO send's segments on).
+  auto sealed = [&](std::span<const uint8_t> p, uint32_t k) {
+    const auto body = p.first(p.size() - wire::kIcrcBytes);
+    const uint32_t c =
+        v4 ? rx_icrc_.compute({src.ip.raw4(), dst.ip.raw4(), src.port, dst.port}, uint16_t(id + k), body)
+           : icrc_v6(src, dst, body);
+    return c == wire::get_icrc(p.data() + body.size());
+  };
+  // The run's packet size: every packet but the last has it. Tried first:
+  // the path MTUs, for a first packet that carries a full one; then every
+  // size from the smallest packet up, within a bound on the bytes the
+  // search reads (a corrupted frame costs no more than that).
+  const uint8_t op = ib[0];
+  const wire::OpInfo* info = wire::op_info(op);
+  const size_t hdr =
+      op == wire::kCnpOpcode ? wire::kBthBytes + wire::kCnpReservedBytes : wire::header_bytes(op);
+  if (!hdr) return false;
+  size_t size = 0;
+  if (info && info->payload == wire::Payload::kFull)
+    for (size_t mtu = 256; mtu <= 4096 && !size; mtu *= 2)
+      if (hdr + mtu + wire::kIcrcBytes < ib.size() && sealed(ib.first(hdr + mtu + wire::kIcrcBytes), 0))
+        size = hdr + mtu + wire::kIcrcBytes;
+  size_t budget = kGsoSearchBytes;
+  for (size_t s = hdr + wire::kIcrcBytes; !size && s < ib.size() && s <= budget; s += 4) {
+    budget -= s;
+    if (sealed(ib.first(s), 0)) size = s;
+  }
+  if (!size) return false;
+  ++stats_->gso_runs;
+  uint32_t k = 0;
+  for (size_t at = 0; at < ib.size(); at += size, ++k) {
+    const auto p = ib.subspan(at, std::min(size, ib.size() - at));
+    if (p.size() < wire::kBthBytes + wire::kIcrcBytes || !sealed(p, k)) {
+      ++stats_->bad_icrc;
+      continue;
+    }
+    ++stats_->received;
+    if (opt_.capture) {
+      uint8_t h[kMaxIpUdpHeaders];
+      const size_t hl = ip_udp_headers(src, dst, p.size(), h, uint16_t(id + k), p.data(), tos);
+      opt_.capture->write({h, hl}, p, wall_ns(), false);
+    }
+    decode_and_hand_on(p, *stats_, src, dst, on_packet, 0, ce);
+  }
+  return true;
 }
 
 }  // namespace uroce::link

@@ -40,6 +40,7 @@ class XdpPort final : public PacketSource {
   };
   struct Stats {
     uint64_t sent = 0, send_full = 0, received = 0, bad_icrc = 0, malformed = 0, not_roce = 0, cnp = 0;
+    uint64_t gso_runs = 0;                        // frames that held a UDP GSO send's packets (on_gso_run)
     uint64_t sent_bytes = 0, received_bytes = 0;  // RoCE packets, BTH to ICRC
   };
   /// What one QP moved through the port (NetCounters::xdp; the port's
@@ -79,6 +80,15 @@ class XdpPort final : public PacketSource {
   /// Writes the frame of `ib` (BTH .. ICRC, ICRC included) into the socket's next send frame.
   Status emit(std::span<const uint8_t> ib, const UdpAddr& from, const UdpAddr& to, const uint8_t dst_mac[6]);
   void on_frame(std::span<const uint8_t> f, OnPacket on_packet);
+  /// A frame whose ICRC failed may be a UDP GSO send a veth carried whole
+  /// (its checksum offload on, Linux's default): a run of packets of one
+  /// size (the last shorter), each sealed for its own IP header. Hands on
+  /// its packets and returns true if it is one (its first packet's ICRC
+  /// fits a size); `id`: the frame's IPv4 identification.
+  bool on_gso_run(std::span<const uint8_t> ib, const UdpAddr& src, const UdpAddr& dst, uint16_t id,
+                  uint8_t tos, bool ce, OnPacket on_packet);
+  /// The most bytes on_gso_run reads looking for a run's packet size.
+  static constexpr size_t kGsoSearchBytes = 256 * 1024;
 
   std::unique_ptr<XskSocket> xsk_;
   Options opt_;
