@@ -54,7 +54,7 @@ struct CongestionConfig {
   /// A new flow's window (packets), from which it doubles per round trip.
   double initial = 16;
   /// Queueing delay allowed above the least round trip.
-  uint64_t target_queue_ns = 150'000;
+  uint64_t target_queue_ns = 300'000;
   /// The most flow scaling adds to the target (a window of one packet).
   uint64_t flow_scale_ns = 150'000;
   /// Additive increase, packets per round trip.
