@@ -127,6 +127,12 @@ const NetLinkSettings& NetEngine::settings() {
       else if (strcmp(c, "1") != 0)
         UROCE_ERR("UROCE_CC=%s: not understood (0 or 1); congestion control on", c);
     }
+    if (const char* c = getenv("UROCE_SR"); c && *c) {
+      if (strcmp(c, "0") == 0)
+        settings_.selective = false;
+      else if (strcmp(c, "1") != 0)
+        UROCE_ERR("UROCE_SR=%s: not understood (0 or 1); selective repeat on", c);
+    }
     if (const char* t = getenv("UROCE_CC_TARGET_US"); t && *t) {
       char* end = nullptr;
       const unsigned long us = strtoul(t, &end, 10);

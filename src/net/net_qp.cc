@@ -233,6 +233,9 @@ void NetQp::make_responder() {
     uc_resp_ = std::make_unique<transport::UcResponder>(rc, env_.get());
   else if (type_ == QpType::kRc || type_ == QpType::kXrcRecv) {
     rc.xrc = type_ == QpType::kXrcRecv;
+    // What arrives past a gap waits for it (selective repeat): a uroce
+    // requester that asked (ask_caps) then resends the gap alone.
+    if (NetEngine::get().settings().selective) rc.keep_ooo = kKeepOooPsns;
     rc_resp_ = std::make_unique<transport::RcResponder>(rc, env_.get());
   }  // (an XRC initiator has no receive side: requests to it are dropped)
   if (NetCounters* k = counters_) {
@@ -263,6 +266,7 @@ void NetQp::start(const QpModifyArgs& a) {
     req_->count_into(&counters_->req);
     req_->count_into(&counters_->cc, &counters_->cc_now);
   }
+  peer_qpn_ = a.dest_qpn;
 }
 
 void NetQp::complete(const transport::SqWqe& w, WcStatus st, uint32_t byte_len) {
@@ -411,6 +415,10 @@ void NetQp::on_packet(const wire::Packet& p, const link::UdpAddr& from, const li
   }
   const wire::OpInfo* info = wire::op_info(p.bth.opcode);
   if (!info) return;
+  if ((p.bth.opcode >> 5) == uint8_t(wire::Service::kUd) && type_ != QpType::kUd) {
+    if (state_can_receive(st)) on_caps(p);
+    return;
+  }
   if (info->flags & wire::kRequest) {
     // IBA 10.3.1: a QP receives in RTR, RTS, SQD and SQE; before RTR it drops.
     if (!state_can_receive(st)) return;
@@ -437,6 +445,7 @@ void NetQp::on_packet(const wire::Packet& p, const link::UdpAddr& from, const li
   } else if (req_) {
     req_->on_response(p, fast_now_ns());
   }
+  maybe_ask_caps();
 }
 
 void NetQp::on_timer(uint64_t now) {

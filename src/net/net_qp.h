@@ -63,6 +63,7 @@ struct NetLinkSettings {
   std::shared_ptr<wire::PcapWriter> capture;  // UROCE_CAPTURE
   XdpUse xdp = XdpUse::kWhenLent;             // UROCE_LINK_XDP
   transport::CongestionConfig cc;             // UROCE_CC, UROCE_CC_TARGET_US
+  bool selective = true;                      // UROCE_SR: selective repeat between uroce peers
 };
 
 class NetQp final : public LinkEngine {
@@ -150,6 +151,9 @@ class NetQp final : public LinkEngine {
   class Env;
   class Call;
   static constexpr size_t kMaxUdPayload = 4096;
+  /// How far past a gap the responder keeps packets (PSNs): twice the
+  /// largest window a uroce requester sends (RequesterConfig::window).
+  static constexpr uint32_t kKeepOooPsns = 2048;
   NetQp();
   /// The responder the QP's type has (open, after the sockets).
   void make_responder() NO_THREAD_SAFETY_ANALYSIS;  // before the QP is shared
@@ -179,6 +183,19 @@ class NetQp final : public LinkEngine {
   /// Nothing more is sent or answered, once the ACK of what the responder
   /// executed is out (caller holds mu_).
   void stop() REQUIRES(mu_);
+  /// Selective repeat (wire/caps_mad.h, net_qp_caps.cc): asks the peer QP
+  /// whether its responder keeps packets past a gap: when the first packet
+  /// from the peer arrives (the peer is in RTR at least: a query before
+  /// that would be lost) and after a loss while no answer came, at most
+  /// kMaxCapsQueries times.
+  void ask_caps() REQUIRES(mu_);
+  /// After a packet from the peer (on_packet): asks if it is the first, or
+  /// if the requester met a loss since the last query and nothing answered.
+  void maybe_ask_caps() REQUIRES(mu_);
+  /// A UD packet with the GSI's Q_Key reached this connected QP: answers
+  /// a capability query from its peer, or takes the answer to ours.
+  /// Anything else is dropped, as a connected QP drops a UD packet.
+  void on_caps(const wire::Packet& p) REQUIRES(mu_);
 
   QpOwner* owner_ = nullptr;
   QpType type_ = QpType::kRc;
@@ -231,7 +248,15 @@ class NetQp final : public LinkEngine {
   std::atomic<bool> window_full_{false};
   uint64_t ack_held_since_ GUARDED_BY(mu_) = 0;
   uint64_t traced_changes_ GUARDED_BY(mu_) = 0;  // CongestionControl::changes() at the last trace line
-  wire::Packet held_ack_ GUARDED_BY(mu_);        // no payload
+  // The capability exchange (ask_caps): the peer's QPN, queries sent,
+  // whether an answer came, the requester's seq_naks at the last query.
+  static constexpr uint32_t kMaxCapsQueries = 4;
+  uint32_t peer_qpn_ GUARDED_BY(mu_) = 0;
+  uint32_t caps_queries_ GUARDED_BY(mu_) = 0;
+  bool caps_known_ GUARDED_BY(mu_) = false;
+  bool caps_peer_seen_ GUARDED_BY(mu_) = false;  // a packet came from the peer since RTS
+  uint64_t caps_naks_ GUARDED_BY(mu_) = 0;
+  wire::Packet held_ack_ GUARDED_BY(mu_);  // no payload
 };
 
 }  // namespace uroce::core

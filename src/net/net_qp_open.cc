@@ -106,6 +106,7 @@ Status NetQp::open_sockets(const Setup& s) {
   }
   pmtu_ = path_mtu_bytes(a.path_mtu, d.if_mtu);
   resp_cfg_.dest_qp = a.dest_qpn;
+  peer_qpn_ = a.dest_qpn;  // (ask_caps, on_caps)
   resp_cfg_.epsn = a.rq_psn;
   resp_cfg_.min_rnr_timer = a.min_rnr_timer;
   resp_cfg_.max_dest_rd_atomic = a.max_dest_rd_atomic ? a.max_dest_rd_atomic : 1;

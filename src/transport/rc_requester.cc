@@ -283,6 +283,52 @@ void RcRequester::go_back(uint32_t psn) {
   }
 }
 
+void RcRequester::recover(uint32_t psn) {
+  if (!selective_) {
+    go_back(psn);
+    return;
+  }
+  // The responder kept what followed the gap: the packet the NAK names goes
+  // again, alone and asking for an ACK; new packets go on. A NAK right
+  // after the packets resent last (they filled a gap, the next one was
+  // lost too: a burst lost at a full queue) resends twice as many, so a
+  // burst of k losses takes log2(k) round trips, not k. A lost resend is
+  // NAKed again; a timeout still goes back for everything. Round trips timed
+  // across the gap would measure the recovery, not the path: dropped.
+  while (!timed_.empty()) timed_.pop_front();
+  probes_ = 0;
+  sr_run_ = (sr_next_valid_ && psn == sr_next_) ? std::min(2 * sr_run_, kMaxSrRun) : 1;
+  for (uint32_t k = 0; k < sr_run_; ++k)
+    if (!resend_one(psn_add(psn, k))) break;
+  sr_next_ = psn_add(psn, sr_run_);
+  sr_next_valid_ = true;
+}
+
+bool RcRequester::resend_one(uint32_t psn) {
+  for (Entry& e : q_) {
+    if (!e.started) return false;
+    const int32_t in = psn_diff(psn, e.first_psn);
+    if (in < 0 || uint32_t(in) >= std::max<uint32_t>(e.npsn, 1)) continue;
+    if (is_read(e.w.kind) || is_atomic(e.w.kind)) {
+      // Asked again once, from what is still missing (the responder sends
+      // every response after that PSN again).
+      if (in != 0 || e.answered) return false;
+      ++stats_->retransmits;
+      if (is_read(e.w.kind))
+        send_read(e, uint32_t(e.read_done / cfg_.pmtu));
+      else
+        send_packet(e, 0, true);
+      return true;
+    }
+    if (uint32_t(in) >= e.sent) return false;
+    ++stats_->retransmits;
+    ++stats_->holes_resent;
+    send_packet(e, uint32_t(in), true);
+    return true;
+  }
+  return false;
+}
+
 void RcRequester::fail_front(WcStatus st) {
   failed_ = true;
   deadline_ = rnr_until_ = nak_recheck_ = 0;
@@ -363,7 +409,7 @@ void RcRequester::on_response(const Packet& p, uint64_t now) {
           nak_at_ = now;
           nak_recheck_ = 0;  // this go-back replaces a pending second look
           cc_.on_loss(now);  // send less into the gap next time
-          go_back(p.bth.psn);
+          recover(p.bth.psn);
           pump(now);
           return;
         }
@@ -474,7 +520,7 @@ void RcRequester::on_timer(uint64_t now) {
       ++stats_->seq_naks_rechecked;
       nak_at_ = now;
       cc_.on_loss(now);
-      go_back(nak_psn_);
+      recover(nak_psn_);
       pump(now);
       return;
     }

@@ -92,6 +92,10 @@ struct RequesterStats {
   uint64_t error_naks = 0;          // NAKs received: invalid request, remote access or operational error
   uint64_t resent_packets = 0;  // request packets sent again (go-back-N, probes, re-asks; not READ requests)
   uint64_t resent_bytes = 0;    // their payload bytes
+  uint64_t holes_resent = 0;    // of resent_packets: alone, for a NAK of a selective-repeat peer
+  // The capability exchange (the QP's, net/net_qp_caps.cc): queries sent to
+  // the peer, and answers that it keeps packets past a gap.
+  uint64_t caps_asked = 0, caps_selective = 0;
 };
 
 class RcRequester {
@@ -107,6 +111,12 @@ class RcRequester {
   void on_cnp(uint64_t now_ns) {
     if (!cfg_.unreliable) cc_.on_cnp(now_ns);
   }
+  /// The responder keeps packets that arrive past a gap (it said so:
+  /// ResponderConfig::keep_ooo on a uroce peer): a PSN-sequence NAK then
+  /// makes this resend the packet it names, alone, instead of going back.
+  /// Off (IBTA's go-back-N) until called.
+  void set_selective(bool on) { selective_ = on; }
+  bool selective() const { return selective_; }
   /// Retransmission and RNR timers; call at or after next_deadline().
   void on_timer(uint64_t now_ns);
   /// When on_timer wants to run next (UINT64_MAX: nothing pending).
@@ -168,6 +178,12 @@ class RcRequester {
     return cfg_.unreliable ? wire::Service::kUc : cfg_.xrc ? wire::Service::kXrc : wire::Service::kRc;
   }
   void go_back(uint32_t psn);
+  /// A sequence NAK (or its second look) at `psn`: go back, or with a
+  /// selective-repeat peer resend that packet alone.
+  void recover(uint32_t psn);
+  /// Sends the request packet at `psn` again (selective repeat); false if
+  /// there is none to send (not yet sent, or within a READ's responses).
+  bool resend_one(uint32_t psn);
   /// How long repeats of the NAK just acted on are ignored: a round trip
   /// (at most an eighth of the local ACK timeout).
   uint64_t nak_repeat_guard() const;
@@ -221,6 +237,13 @@ class RcRequester {
   uint32_t sent_hi_ = cfg_.sq_psn;
   uint64_t now_ns_ = 0;  // the time of the call in progress (post, response, timer)
   bool failed_ = false;
+  bool selective_ = false;  // set_selective
+  // Selective repeat: the packets resent for the last NAK: how many, and the
+  // PSN after them.
+  static constexpr uint32_t kMaxSrRun = 64;
+  uint32_t sr_run_ = 1;
+  uint32_t sr_next_ = 0;
+  bool sr_next_valid_ = false;
   bool window_full_ = false;  // pump stopped at the window (window_full)
   bool draining_ = false, drained_told_ = false;
   std::vector<uint8_t> scratch_;

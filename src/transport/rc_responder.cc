@@ -17,6 +17,11 @@ wire::Packet RcResponder::response(uint8_t op, uint32_t psn) const {
 }
 
 void RcResponder::ack(uint32_t psn) {
+  if (coalesce_) {
+    ack_owed_ = true;
+    owed_psn_ = psn;
+    return;
+  }
   Packet r = response(kAcknowledge, psn);
   r.syndrome = syndrome_ack(kCreditsInvalid);
   r.msn = msn_;
@@ -67,45 +72,101 @@ void RcResponder::on_request(const Packet& p) {
     return;
   }
   if (d > 0) {
-    // 9.7.5.1.1: a gap: NAK it (an out-of-sequence request is a class B
-    // error: NAK, nothing else). After an RNR NAK the requester resends from
-    // epsn_ anyway, so what follows it is dropped quietly. The NAK itself
-    // may be lost, and the requester then waits for its timer (a lost NAK
-    // was most of the timeouts at 10 % loss), so the NAK goes again: at once
-    // when the requester has gone back and epsn_ is still missing (a PSN not
-    // above the last one seen past the gap: its resend was lost too), and
-    // after 4, 8, 16, ... further packets while new ones keep coming. The
-    // requester ignores repeats of a NAK within a round trip of acting on it.
-    bool send_nak = false;
-    const bool resent = seq_nak_sent_ && psn_diff(p.bth.psn, gap_last_) <= 0;
-    gap_last_ = p.bth.psn;
-    if (rnr_pending_) {
-      // quietly dropped (above)
-    } else if (!seq_nak_sent_) {
-      seq_nak_sent_ = send_nak = true;
-      gap_packets_ = 0;
-      renak_at_ = kFirstRenak;
-    } else if (resent || ++gap_packets_ >= renak_at_) {
-      if (!resent) renak_at_ *= 2;
-      send_nak = true;
-      ++stats_->seq_naks_repeated;
-    }
-    if (!send_nak) {
-      ++stats_->dropped;
-      return;
-    }
-    nak(epsn_, syndrome_nak(NakCode::kPsnSequenceError));
-    ++stats_->seq_naks;
+    const bool kept = !rnr_pending_ && ooo_.put(p, epsn_);
+    if (kept) ++stats_->ooo_kept;
+    gap(p, kept);
     return;
   }
+  in_order(p, *info);
+}
+
+void RcResponder::gap(const Packet& p, bool kept) {
+  // 9.7.5.1.1: a gap: NAK it (an out-of-sequence request is a class B
+  // error: NAK, nothing else; a packet kept in ooo_ is executed later). After
+  // an RNR NAK the requester resends from epsn_ anyway, so what follows it
+  // is dropped quietly. The NAK itself may be lost, and the requester then
+  // waits for its timer (a lost NAK was most of the timeouts at 10 % loss),
+  // so the NAK goes again: at once when the requester has gone back and
+  // epsn_ is still missing (a PSN not above the last one seen past the gap:
+  // its resend was lost too), and after 4, 8, 16, ... further packets while
+  // new ones keep coming. The requester ignores repeats of a NAK within a
+  // round trip of acting on it.
+  bool send_nak = false;
+  const bool resent = seq_nak_sent_ && psn_diff(p.bth.psn, gap_last_) <= 0;
+  gap_last_ = p.bth.psn;
+  if (rnr_pending_) {
+    // quietly dropped (above)
+  } else if (!seq_nak_sent_) {
+    seq_nak_sent_ = send_nak = true;
+    gap_packets_ = 0;
+    renak_at_ = kFirstRenak;
+  } else if (resent || ++gap_packets_ >= renak_at_) {
+    if (!resent) renak_at_ *= 2;
+    send_nak = true;
+    ++stats_->seq_naks_repeated;
+  }
+  if (!send_nak) {
+    if (!kept) ++stats_->dropped;
+    return;
+  }
+  nak(epsn_, syndrome_nak(NakCode::kPsnSequenceError));
+  ++stats_->seq_naks;
+}
+
+void RcResponder::in_order(const Packet& p, const OpInfo& info) {
   seq_nak_sent_ = false;
   rnr_pending_ = false;
+  if (ooo_.empty()) {
+    accept(p, info);
+    return;
+  }
+  // The gap fills: what was kept behind it follows, in order, as if it had
+  // just arrived, with one ACK for all of it at the end.
+  // The ACK covers the last SEND or WRITE packet executed, whether or not
+  // it asked (a READ's responses or an atomic's ACK after it cover it too).
+  coalesce_ = true;
+  ack_owed_ = false;
+  auto take_in = [this](const Packet& x, const OpInfo& xi) {
+    accept(x, xi);
+    if (!failed_ && !rnr_pending_ && (xi.flags & (kSendOp | kWriteOp))) {
+      ack_owed_ = true;
+      owed_psn_ = x.bth.psn;
+    }
+  };
+  take_in(p, info);
+  while (!failed_ && !rnr_pending_) {
+    const Packet* q = ooo_.take(epsn_);
+    if (!q) break;
+    ++stats_->ooo_replayed;
+    take_in(*q, *op_info(q->bth.opcode));
+  }
+  coalesce_ = false;
+  if (failed_ || rnr_pending_) {
+    ooo_.clear();  // the requester resends from the RNR NAK's PSN; an error ends everything
+    return;
+  }
+  ooo_.drop_before(epsn_);
+  if (!ooo_.empty()) {
+    // Another gap, with packets kept past it: NAK it now (the NAK
+    // acknowledges everything before it).
+    seq_nak_sent_ = true;
+    gap_packets_ = 0;
+    renak_at_ = kFirstRenak;
+    gap_last_ = epsn_;
+    nak(epsn_, syndrome_nak(NakCode::kPsnSequenceError));
+    ++stats_->seq_naks;
+  } else if (ack_owed_) {
+    ack(owed_psn_);
+  }
+}
+
+void RcResponder::accept(const Packet& p, const OpInfo& info) {
   const uint8_t op = p.bth.opcode & 0x1f;
   if (!opcode_follows(prev_op_, op)) {
     fail(p.bth.psn, NakCode::kInvalidRequest, AsyncEvent::kQpReqErr);  // 9.7.5.1.1 C9-90
     return;
   }
-  execute(p, *info);
+  execute(p, info);
 }
 
 void RcResponder::execute(const Packet& p, const OpInfo& info) {
@@ -212,6 +273,7 @@ bool RcResponder::read_responses(uint32_t first_psn, uint64_t va, uint32_t rkey,
   const uint8_t* src = len ? env_->remote_memory(rkey, va, len, access::kRemoteRead) : nullptr;
   if (len && !src) return false;
   const uint32_t n = packets_for(MsgKind::kReadResponse, len, cfg_.pmtu);
+  ack_owed_ = false;  // the responses acknowledge every request before them
   for (uint32_t i = 0; i < n; ++i) {
     PacketSpan s = packet_of(MsgKind::kReadResponse, len, cfg_.pmtu, i);
     Packet r = response(s.op, psn_add(first_psn, i));
@@ -252,6 +314,7 @@ void RcResponder::do_atomic(const Packet& p) {
   r.syndrome = syndrome_ack(kCreditsInvalid);
   r.msn = msn_;
   r.atomic_orig = orig;
+  ack_owed_ = false;  // the atomic ACK acknowledges every request before it
   env_->send(r);
   epsn_ = psn_add(epsn_, 1);
   prev_op_ = p.bth.opcode & 0x1f;

@@ -14,6 +14,7 @@
 
 #include "common/counted.h"
 #include "transport/packetizer.h"
+#include "transport/reorder_buffer.h"
 #include "transport/types.h"
 #include "wire/packet.h"
 
@@ -84,18 +85,27 @@ struct ResponderConfig {
   /// as before; everything else is dropped quietly (no memory, no receive
   /// queue is left to act on).
   bool lingering = false;
+  /// Request packets past a gap kept until it fills, at most this many
+  /// PSNs ahead (a power of two; 0: none, IBTA's go-back-N responder). A
+  /// requester that does not know sends them again anyway: they are then
+  /// duplicates, acknowledged as any. Set for uroce's own requesters to
+  /// resend only the gap (docs/congestion.md, selective repeat).
+  uint32_t keep_ooo = 0;
 };
 
 struct ResponderStats {
   uint64_t packets = 0, duplicates = 0, seq_naks = 0, rnr_naks = 0, dropped = 0, acks = 0;
   uint64_t seq_naks_repeated = 0;                           // of seq_naks: sent again for a gap still open
   uint64_t inv_req_naks = 0, access_naks = 0, op_naks = 0;  // error NAKs sent, by kind
+  uint64_t ooo_kept = 0;       // packets past a gap kept (ResponderConfig::keep_ooo)
+  uint64_t ooo_replayed = 0;   // of those: executed once the gap filled
+  uint64_t caps_answered = 0;  // capability queries answered (the QP's, net/net_qp_caps.cc)
 };
 
 class RcResponder {
  public:
   RcResponder(const ResponderConfig& cfg, ResponderEnv* env)
-      : cfg_(cfg), env_(env), epsn_(cfg.epsn), msn_(cfg.msn) {}
+      : cfg_(cfg), env_(env), epsn_(cfg.epsn), msn_(cfg.msn), ooo_(cfg.keep_ooo) {}
   /// One decoded request packet addressed to this QP.
   void on_request(const wire::Packet& p);
 
@@ -118,6 +128,14 @@ class RcResponder {
     uint32_t msn;
   };
 
+  /// A packet at the expected PSN: executed, then whatever it lets follow
+  /// from the reorder buffer.
+  void in_order(const wire::Packet& p, const wire::OpInfo& info);
+  /// Checks the opcode sequence and executes.
+  void accept(const wire::Packet& p, const wire::OpInfo& info);
+  /// `p` arrived past a gap at epsn_ (and was `kept` in ooo_ or not): NAKs
+  /// the gap once, and again as the rules in the .cc say.
+  void gap(const wire::Packet& p, bool kept);
   void execute(const wire::Packet& p, const wire::OpInfo& info);
   void duplicate(const wire::Packet& p, const wire::OpInfo& info);
   void do_send(const wire::Packet& p, const wire::OpInfo& info);
@@ -152,6 +170,10 @@ class RcResponder {
   uint32_t write_len_ = 0;  // the WRITE in progress: its DMA length
   uint8_t* write_at_ = nullptr;
   std::deque<Replay> replay_;
+  ReorderBuffer ooo_;
+  // While packets from ooo_ are executed, their ACKs become one at the end.
+  bool coalesce_ = false, ack_owed_ = false;
+  uint32_t owed_psn_ = 0;
   Counted<ResponderStats> stats_;
 };
 

@@ -32,18 +32,7 @@ void put(uint8_t* msg, size_t off, unsigned bit, unsigned bits, uint64_t v) {
 uint64_t getb(const uint8_t* m, size_t off, unsigned bytes) { return get(m, off, 0, bytes * 8); }
 void putb(uint8_t* m, size_t off, unsigned bytes, uint64_t v) { put(m, off, 0, bytes * 8, v); }
 
-void encode_header(const MadHeader& h, Attr attr, uint8_t* mad) {
-  memset(mad, 0, kMadSize);
-  mad[0] = h.base_version;
-  mad[1] = h.mgmt_class;
-  mad[2] = h.class_version;
-  mad[3] = h.method;
-  putb(mad, 4, 2, h.status);
-  putb(mad, 6, 2, h.class_specific);
-  putb(mad, 8, 8, h.tid);
-  putb(mad, 16, 2, uint16_t(attr));
-  putb(mad, 20, 4, h.attr_mod);
-}
+void encode_header(const MadHeader& h, Attr attr, uint8_t* mad) { encode_mad_header(h, uint16_t(attr), mad); }
 
 /// The message after a header that is the CM's and names `attr`.
 const uint8_t* body(ConstMad in, Attr attr) {
@@ -63,7 +52,20 @@ void get_bytes(const uint8_t* m, size_t off, uint8_t (&dst)[N]) {
 
 }  // namespace
 
-bool decode_header(ConstMad in, MadHeader* h) {
+void encode_mad_header(const MadHeader& h, uint16_t attr, uint8_t* mad) {
+  memset(mad, 0, kMadSize);
+  mad[0] = h.base_version;
+  mad[1] = h.mgmt_class;
+  mad[2] = h.class_version;
+  mad[3] = h.method;
+  putb(mad, 4, 2, h.status);
+  putb(mad, 6, 2, h.class_specific);
+  putb(mad, 8, 8, h.tid);
+  putb(mad, 16, 2, attr);
+  putb(mad, 20, 4, h.attr_mod);
+}
+
+bool read_mad_header(ConstMad in, MadHeader* h) {
   if (in.size() < kMadSize) return false;
   const uint8_t* p = in.data();
   h->base_version = p[0];
@@ -75,6 +77,11 @@ bool decode_header(ConstMad in, MadHeader* h) {
   h->tid = getb(p, 8, 8);
   h->attr_id = uint16_t(getb(p, 16, 2));
   h->attr_mod = uint32_t(getb(p, 20, 4));
+  return true;
+}
+
+bool decode_header(ConstMad in, MadHeader* h) {
+  if (!read_mad_header(in, h)) return false;
   return h->base_version == kBaseVersion && h->mgmt_class == kClassCm &&
          h->class_version == kCmClassVersion && h->method == kMethodSend;
 }

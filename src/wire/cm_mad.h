@@ -207,6 +207,11 @@ void encode(const MadHeader& h, const Drep& m, Mad out);
 void encode(const MadHeader& h, const SidrReq& m, Mad out);
 void encode(const MadHeader& h, const SidrRep& m, Mad out);
 
+/// Any MAD's common header (13.4.2), of class `h.mgmt_class`, naming
+/// `attr`, followed by zeros (256 bytes at `mad`).
+void encode_mad_header(const MadHeader& h, uint16_t attr, uint8_t* mad);
+/// Any MAD's common header; false only if `in` is shorter than a MAD.
+bool read_mad_header(ConstMad in, MadHeader* h);
 /// The header of a CM MAD; false if `in` is not one (short, or another
 /// version, class or method).
 bool decode_header(ConstMad in, MadHeader* h);

@@ -1,11 +1,10 @@
 // Fuzz target: packets from a hostile peer into every transport role. The
 // input is a configuration byte, then records [length: 2 bytes, big-endian]
-// [UDP payload], each decoded and, if it decodes, handed to an RC responder,
-// a UC responder, a UD responder and an RC requester with WQEs of every kind
-// outstanding (whose timers run between packets). The environments hand out
-// memory only from heap buffers of exact size, so the sanitizers catch any
-// access outside a registered region or receive buffer; every packet the
-// state machines send must encode.
+// [UDP payload], each decoded and, if it decodes, handed to an RC responder
+// (and one that keeps packets past a gap), a UC responder, a UD responder and an RC requester with WQEs of
+// every kind outstanding (whose timers run between packets). The environments hand out memory only from heap
+// buffers of exact size, so the sanitizers catch any access outside a registered region or receive buffer;
+// every packet the state machines send must encode.
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -88,6 +87,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   rc.epsn = 100;
   rc.max_dest_rd_atomic = 1 + ((cfg >> 6) & 3);
   RcResponder rc_resp(rc, &env);
+  ResponderConfig keep = rc;  // selective repeat: packets past a gap kept and replayed
+  keep.keep_ooo = 64;
+  RcResponder rc_keep(keep, &env);
   UcResponder uc_resp(rc, &env);
   UdResponder ud_resp(0x11111111, &env);
 
@@ -100,6 +102,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   qc.rnr_retry = 3;
   qc.max_rd_atomic = 2;
   RcRequester req(qc, &env);
+  req.set_selective(cfg & 1);  // NAKs resend holes alone (shares the bit with the PMTU's choice)
   // Local buffers of exact size: the requester writes READ data and atomic
   // results only inside them.
   std::vector<uint8_t> send_buf(3000, 1), read_buf(3000), atomic_buf(8);
@@ -138,6 +141,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     wire::Packet p;
     if (wire::decode({pkt.data(), pkt.size()}, &p) != wire::DecodeError::kNone) continue;
     rc_resp.on_request(p);
+    rc_keep.on_request(p);
     uc_resp.on_request(p);
     ud_resp.on_request(p, grh);
     req.on_response(p, now);

@@ -377,5 +377,54 @@ TEST(RcRequesterXrc, AnInitiatorSendsXrcOpcodesNamingItsSrqAndCompletesOnTheXrcA
   EXPECT_EQ(env.done[0], std::make_pair(uint64_t(1), WcStatus::kSuccess));
 }
 
+TEST_F(RcRequesterTest, ASelectivePeerGetsOnlyTheNakedPacketAgainThenTwiceAsManyForABurst) {
+  // Expect: a NAK resends the one packet it names (asking for an ACK), not
+  // everything after it; a NAK for the packet right after that one (a burst
+  // was lost) resends two, then four...; ACKs complete as usual.
+  RequesterConfig c = cfg;
+  c.timeout_ns = 1'000'000;
+  RcRequester q{c, &env};
+  q.set_selective(true);
+  for (uint64_t i = 0; i < 12; ++i) q.post(send_wqe(i, 10), 0);  // PSNs 50..61
+  ASSERT_EQ(env.sent.size(), 12u);
+  env.sent.clear();
+  q.on_response(resp(53, syndrome_nak(NakCode::kPsnSequenceError)), 100);
+  ASSERT_EQ(env.sent.size(), 1u);
+  EXPECT_EQ(env.sent[0].psn, 53u);
+  EXPECT_TRUE(env.sent[0].ack_req);
+  EXPECT_EQ(env.done.size(), 3u) << "the NAK acknowledges 50..52";
+  EXPECT_EQ(q.stats().holes_resent, 1u);
+  // That filled the gap; 54 was lost too: 54 and 55 go.
+  env.sent.clear();
+  q.on_response(resp(54, syndrome_nak(NakCode::kPsnSequenceError)), 200);
+  ASSERT_EQ(env.sent.size(), 2u);
+  EXPECT_EQ(env.sent[0].psn, 54u);
+  EXPECT_EQ(env.sent[1].psn, 55u);
+  // And a NAK at 56, right after those: four.
+  env.sent.clear();
+  q.on_response(resp(56, syndrome_nak(NakCode::kPsnSequenceError)), 300);
+  ASSERT_EQ(env.sent.size(), 4u);
+  EXPECT_EQ(env.sent[0].psn, 56u);
+  // A gap elsewhere starts again from one.
+  env.sent.clear();
+  q.on_response(resp(59, syndrome_nak(NakCode::kPsnSequenceError)), 400);
+  ASSERT_EQ(env.sent.size(), 1u);
+  EXPECT_EQ(env.sent[0].psn, 59u);
+  q.on_response(resp(61, syndrome_ack(kCreditsInvalid)), 500);
+  EXPECT_EQ(env.done.size(), 12u);
+  for (uint64_t i = 0; i < 12; ++i) EXPECT_EQ(env.done[i], std::make_pair(i, WcStatus::kSuccess));
+}
+
+TEST_F(RcRequesterTest, ASelectivePeerStillGetsEverythingAgainAfterATimeout) {
+  RcRequester q{cfg, &env};
+  q.set_selective(true);
+  for (uint64_t i = 0; i < 4; ++i) q.post(send_wqe(i, 10), 0);
+  env.sent.clear();
+  q.on_timer(q.next_deadline());
+  ASSERT_FALSE(env.sent.empty());
+  for (const auto& s : env.sent) EXPECT_EQ(s.psn, 50u) << "back to the oldest (the window is one packet now)";
+  EXPECT_EQ(q.stats().holes_resent, 0u);
+}
+
 }  // namespace
 }  // namespace uroce::transport

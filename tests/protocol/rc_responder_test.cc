@@ -356,5 +356,124 @@ TEST(RcResponderXrc, AnXrcTargetAnswersXrcRequestsWithXrcOpcodesAndDropsRcOnes) 
   EXPECT_EQ(r.epsn(), 101u);
 }
 
+// Selective repeat (ResponderConfig::keep_ooo): packets past a gap wait
+// and are executed, in order, when the gap fills.
+class KeepingResponderTest : public RcResponderTest {
+ protected:
+  KeepingResponderTest() {
+    cfg.keep_ooo = 64;
+    r = RcResponder(cfg, &env);
+  }
+};
+
+TEST_F(KeepingResponderTest, PacketsPastAGapWaitAndFollowTheResendWithOneAck) {
+  for (int i = 0; i < 4; ++i) env.posted.emplace_back(1000);
+  auto m = message(MsgKind::kSend, 100, 600);               // 100..102
+  auto w = message(MsgKind::kWrite, 103, 300, kVa + 1000);  // 103..104
+  r.on_request(m[1]);                                       // 100 lost
+  r.on_request(m[2]);
+  r.on_request(w[0]);
+  r.on_request(w[1]);
+  ASSERT_EQ(env.sent.size(), 1u);
+  EXPECT_EQ(env.sent[0].syndrome, syndrome_nak(NakCode::kPsnSequenceError));
+  EXPECT_EQ(env.sent[0].psn, 100u);
+  EXPECT_TRUE(env.done.empty()) << "nothing executes before the gap fills";
+  EXPECT_EQ(r.stats().ooo_kept, 4u);
+  EXPECT_EQ(r.stats().dropped, 0u);
+  r.on_request(m[0]);  // the resend
+  ASSERT_EQ(env.done.size(), 1u);
+  EXPECT_EQ(env.done[0].len, 600u);
+  EXPECT_EQ(memcmp(env.done[0].data.data(), data.data(), 600), 0);
+  EXPECT_EQ(memcmp(env.mem.data() + 1000, data.data(), 300), 0) << "the WRITE placed where its RETH said";
+  EXPECT_EQ(r.epsn(), 105u);
+  EXPECT_EQ(r.stats().ooo_replayed, 4u);
+  ASSERT_EQ(env.sent.size(), 2u) << "one ACK for everything the resend let through";
+  EXPECT_EQ(ack_type(env.sent[1].syndrome), AckType::kAck);
+  EXPECT_EQ(env.sent[1].psn, 104u);
+  EXPECT_EQ(env.sent[1].msn, 2u);
+}
+
+TEST_F(KeepingResponderTest, TheNextGapIsNakedAsSoonAsTheFirstFills) {
+  for (int i = 0; i < 8; ++i) env.posted.emplace_back(100);
+  // 100 and 103 lost; 101, 102, 104, 105 kept.
+  for (uint32_t psn : {101u, 102u, 104u, 105u}) r.on_request(req(kSendOnly, psn, 0, 10, true));
+  ASSERT_EQ(env.sent.size(), 1u);
+  r.on_request(req(kSendOnly, 100, 0, 10, true));
+  EXPECT_EQ(env.done.size(), 3u);
+  ASSERT_EQ(env.sent.size(), 2u);
+  EXPECT_EQ(env.sent[1].syndrome, syndrome_nak(NakCode::kPsnSequenceError));
+  EXPECT_EQ(env.sent[1].psn, 103u) << "a NAK at the next gap (it acknowledges 100..102)";
+  r.on_request(req(kSendOnly, 103, 0, 10, true));
+  EXPECT_EQ(env.done.size(), 6u);
+  ASSERT_EQ(env.sent.size(), 3u);
+  EXPECT_EQ(ack_type(env.sent[2].syndrome), AckType::kAck);
+  EXPECT_EQ(env.sent[2].psn, 105u);
+}
+
+TEST_F(KeepingResponderTest, AGoBackNRequesterStillGetsEverythingOnce) {
+  // A requester that does not know (kernel rxe) sends everything after the
+  // gap again: those are duplicates now, acknowledged, not executed twice.
+  for (int i = 0; i < 8; ++i) env.posted.emplace_back(100);
+  for (uint32_t psn : {101u, 102u, 103u}) r.on_request(req(kSendOnly, psn, 0, 10, true));
+  for (uint32_t psn : {100u, 101u, 102u, 103u}) r.on_request(req(kSendOnly, psn, 0, 10, true));
+  EXPECT_EQ(env.done.size(), 4u);
+  EXPECT_EQ(r.epsn(), 104u);
+  EXPECT_EQ(r.stats().duplicates, 3u);
+  EXPECT_EQ(ack_type(env.sent.back().syndrome), AckType::kAck);
+}
+
+TEST_F(KeepingResponderTest, AnRnrOnTheWayDropsWhatWaitsBehindIt) {
+  env.posted.emplace_back(100);  // room for 100 only
+  for (uint32_t psn : {101u, 102u}) r.on_request(req(kSendOnly, psn, 0, 10, true));
+  r.on_request(req(kSendOnly, 100, 0, 10, true));
+  EXPECT_EQ(env.done.size(), 1u);
+  ASSERT_EQ(env.sent.size(), 2u);
+  EXPECT_EQ(ack_type(env.sent[1].syndrome), AckType::kRnrNak);
+  EXPECT_EQ(env.sent[1].psn, 101u);
+  // The requester retries from 101 after the RNR timer: both go again.
+  env.posted.emplace_back(100);
+  env.posted.emplace_back(100);
+  for (uint32_t psn : {101u, 102u}) r.on_request(req(kSendOnly, psn, 0, 10, true));
+  EXPECT_EQ(env.done.size(), 3u);
+  EXPECT_EQ(r.epsn(), 103u);
+}
+
+TEST_F(KeepingResponderTest, TooFarAheadOrTwiceIsNotKept) {
+  for (int i = 0; i < 4; ++i) env.posted.emplace_back(100);
+  r.on_request(req(kSendOnly, 101, 0, 10, false));
+  r.on_request(req(kSendOnly, 101, 0, 10, false));       // a duplicate of a kept packet
+  r.on_request(req(kSendOnly, 100 + 64, 0, 10, false));  // beyond keep_ooo
+  EXPECT_EQ(r.stats().ooo_kept, 1u);
+  r.on_request(req(kSendOnly, 100, 0, 10, true));
+  EXPECT_EQ(env.done.size(), 2u) << "100 and the kept 101, once";
+  EXPECT_EQ(r.epsn(), 102u);
+}
+
+TEST_F(KeepingResponderTest, AnAtomicAndAReadPastTheGapRunInOrder) {
+  env.posted.emplace_back(100);
+  Packet a = req(kFetchAdd, 101);
+  a.va = kVa + 64;
+  a.rkey = kRkey;
+  a.swap_add = 5;
+  Packet rd = req(kReadRequest, 102);
+  rd.va = kVa + 64;
+  rd.rkey = kRkey;
+  rd.dma_len = 8;
+  r.on_request(a);
+  r.on_request(rd);
+  ASSERT_EQ(env.sent.size(), 1u);  // the NAK only
+  Packet s = req(kSendOnly, 100, 0, 10, true);
+  r.on_request(s);
+  ASSERT_EQ(env.sent.size(), 3u);  // the atomic ACK and the READ response; the SEND's ACK is implied
+  EXPECT_EQ(env.sent[1].op, kAtomicAcknowledge);
+  EXPECT_EQ(env.sent[1].psn, 101u);
+  EXPECT_EQ(env.sent[2].op, kReadResponseOnly);
+  EXPECT_EQ(env.sent[2].psn, 102u);
+  uint64_t v;
+  memcpy(&v, env.sent[2].payload.data(), 8);
+  EXPECT_EQ(v, 5u) << "the READ saw the atomic that came before it";
+  EXPECT_EQ(r.epsn(), 103u);
+}
+
 }  // namespace
 }  // namespace uroce::transport

@@ -12,7 +12,8 @@ Passes when every pingpong exits 0 having moved all its messages intact
 (rdma-core's -c compares every byte), and each sender's device counted
 round-trip samples (congestion control ran); with marking, when the
 receiver counted CE-marked requests and sent CNPs and the senders received
-them. Prints the port's drops and the senders' window cuts. Root only (77
+them; and when both sides' QPs learnt that their peers keep packets past a
+gap (selective repeat: wire/caps_mad.h). Prints the port's drops and the senders' window cuts. Root only (77
 otherwise); every namespace and process it makes is removed at the end.
 
 Usage: incast_smoke.py BUILD_DIR PORT
@@ -96,9 +97,11 @@ def main():
                     pass
                 return total
 
-            samples, cuts, cnps = 0, 0, 0
+            samples, cuts, cnps, selective, holes = 0, 0, 0, 0, 0
             for ns in topo.tx:
                 c = counters(ns)
+                selective += c.get("req.caps_selective", 0)
+                holes += c.get("req.holes_resent", 0)
                 samples += c.get("cc.rtt_samples", 0)
                 cuts += c.get("cc.delay_cuts", 0) + c.get("cc.loss_cuts", 0) + c.get("cc.timeouts", 0)
                 cuts += c.get("cc.cnp_cuts", 0)
@@ -112,10 +115,14 @@ def main():
             if samples == 0:
                 ok = False
                 print(f"{name}: no round-trip samples counted by the senders")
-            notes = ""
+            notes = (f", selective repeat: {selective} + {rx.get('req.caps_selective', 0)} QPs, "
+                     f"holes resent {holes}, packets kept past a gap {rx.get('resp.ooo_kept', 0)}")
+            if selective < 2 or rx.get("req.caps_selective", 0) < 2:
+                ok = False
+                print(f"{name}: the QPs did not all learn that their peers keep packets past a gap{notes}")
             if ecn:
                 seen, sent = rx.get("np.ce_marked", 0), rx.get("np.cnps_sent", 0)
-                notes = f", CE marked {marked}, seen {seen}, CNPs sent {sent}, received {cnps}"
+                notes += f", CE marked {marked}, seen {seen}, CNPs sent {sent}, received {cnps}"
                 if not (marked and seen and sent and cnps):
                     ok = False
                     print(f"{name}: the marks did not come back as CNPs{notes}")

@@ -97,8 +97,15 @@ TEST(UroceTool, CountersMoveByWhatTheFaultInjectorDid) {
   EXPECT_GT(counter(sj, "req.retransmits"), 0);
   EXPECT_GT(counter(rj, "resp.seq_naks"), 0);
   EXPECT_EQ(counter(sj, "req.seq_naks"), counter(rj, "resp.seq_naks"));  // ACKs are not faulted
-  // What the requester sent went through the injector; what it let out left.
-  EXPECT_EQ(counter(sj, "req.packets"), counter(sj, "faults.in"));
+  // What the requester sent went through the injector, and so did the
+  // capability queries and answers (wire/caps_mad.h); what it let out left.
+  EXPECT_EQ(counter(sj, "req.packets") + counter(sj, "req.caps_asked") + counter(sj, "resp.caps_answered"),
+            counter(sj, "faults.in"));
+  // Selective repeat: the sender learnt that its peer keeps packets past a
+  // gap, resent holes alone, and the receiver replayed what it kept.
+  EXPECT_EQ(counter(sj, "req.caps_selective"), 1);
+  EXPECT_GT(counter(sj, "req.holes_resent"), 0);
+  EXPECT_GT(counter(rj, "resp.ooo_replayed"), 0);
   EXPECT_EQ(counter(sj, "udp.sent"), counter(sj, "faults.out"));
   EXPECT_GE(counter(sj, "udp.sent_bytes"), (long long)kBatches * kPerBatch * kLen);
   EXPECT_EQ(counter(rj, "udp.received"), counter(sj, "faults.out"));  // every datagram sent arrived

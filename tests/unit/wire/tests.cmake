@@ -22,6 +22,8 @@ set_tests_properties(wire_samples_tshark PROPERTIES LABELS protocol TIMEOUT 120 
 # decoding the codec's frames into the values it was given.
 uroce_gtest(wire_cm_mad_test LABEL unit TIMEOUT 30 SOURCES ${CMAKE_CURRENT_LIST_DIR}/cm_mad_test.cc)
 target_link_libraries(wire_cm_mad_test PRIVATE uroce_wire)
+uroce_gtest(wire_caps_mad_test LABEL unit TIMEOUT 30 SOURCES ${CMAKE_CURRENT_LIST_DIR}/caps_mad_test.cc)
+target_link_libraries(wire_caps_mad_test PRIVATE uroce_wire)
 add_executable(wire_write_cm_samples ${CMAKE_CURRENT_LIST_DIR}/write_cm_samples.cc)
 target_link_libraries(wire_write_cm_samples PRIVATE uroce_wire)
 add_test(NAME wire_cm_samples_tshark
