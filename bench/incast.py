@@ -21,10 +21,11 @@ veth took, drops and CE marks at the port, and (uroce) the senders' and
 receiver's `uroce stat` counters that say why. With --latency it also runs a
 small-message ping-pong from one more sender through the same port while the
 flows run (uroce: ib_send_lat; tcp: bench/src/tcp_pingpong) and reports its
-p50 and p99.
+p50 and p99; --latency-events runs ib_send_lat with -e (both sides sleep on
+the completion channel, as tcp_pingpong sleeps in recv, instead of spinning).
 
 Usage: incast.py [--senders N] [--rate 1gbit] [--queue 128kb] [--ecn] [--no-offloads]
-                 [--seconds S] [--size BYTES] [--latency] [--json FILE]
+                 [--seconds S] [--size BYTES] [--latency [--latency-events]] [--json FILE]
                  [--build DIR] TOOL [TOOL ...]
 Root only (namespaces); every namespace and process it makes is removed at
 the end, also on failure or Ctrl-C.
@@ -367,11 +368,14 @@ class Run:
             cli = self.spawn(self.t.probe, [self.a.tcp_pingpong, "-c", self.t.addr(-1), port, "-s", "64",
                                             "-n", str(self.a.latency_iters)])
         else:
+            # -e: wait on the completion channel (asleep in the kernel, as
+            # tcp_pingpong waits in recv) instead of spinning on the CQ.
+            ev = ["-e"] if self.a.latency_events else []
             srv = self.spawn(self.t.rx, ["ib_send_lat", "-d", "uroce_rnic0", "-x", "1", "-p", port, "-s", "64",
-                                         "-n", str(self.a.latency_iters)])
+                                         "-n", str(self.a.latency_iters)] + ev)
             time.sleep(0.5)
             cli = self.spawn(self.t.probe, ["ib_send_lat", "-d", "uroce_rnic0", "-x", "1", "-p", port, "-s",
-                                            "64", "-n", str(self.a.latency_iters), self.t.addr(-1)])
+                                            "64", "-n", str(self.a.latency_iters)] + ev + [self.t.addr(-1)])
         out = self.finish(cli, self.a.seconds + 20)
         self.finish(srv, 5)
         for line in out.splitlines():
@@ -400,6 +404,7 @@ def main():
     ap.add_argument("--size", type=int, default=65536)
     ap.add_argument("--latency", action="store_true")
     ap.add_argument("--latency-iters", type=int, default=5000)
+    ap.add_argument("--latency-events", action="store_true")
     ap.add_argument("--perftest", default="", help="more ib_write_bw arguments, both sides (e.g. -e)")
     ap.add_argument("--json")
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
