@@ -6,7 +6,8 @@ ping-pong's latency through the loaded port (p50 and p99 per tool).
 Usage: /usr/bin/python3 bench/plot_incast.py -o DIR RESULT.json...
   Each RESULT.json is what `incast.py --json` wrote (a list of runs); runs
   of one tool, sender count and marking setting from several files are
-  averaged, and those that failed are left out. Writes DIR/incast_goodput.png
+  averaged, and those that failed are left out (so are runs with the
+  latency probe from the goodput plot). Writes DIR/incast_goodput.png
   and, if any run measured latency, DIR/incast_latency.png. Needs
   python3-matplotlib (bench/setup.sh).
 """
@@ -35,6 +36,8 @@ def goodput(runs, out):
 
     series = defaultdict(lambda: defaultdict(list))  # (tool, ecn) -> senders -> [share]
     for r in runs:
+        if "latency_us" in r:  # the probe's own traffic and CPU: not a goodput run
+            continue
         series[(r["tool"], bool(r.get("ecn")))][r["senders"]].append(r["port_share"])
     fig, ax = plt.subplots(figsize=(7, 4.2))
     for (tool, ecn), by_n in sorted(series.items()):
