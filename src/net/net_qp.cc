@@ -334,15 +334,12 @@ void NetQp::post(const SendWqe& w) {
       q.signaled = true;
       complete(q, WcStatus::kWrFlushErr, 0);
     } else {
-      // The held ACK (the responder's, of the peer's last request) first,
-      // then the request, in one send (the call corks): the peer then
-      // completes its own send before it receives this one, in the order
-      // the two happened. A program that waits on one completion channel
-      // for both CQs and polls the CQ it expects once per event (perftest's
-      // latency tools with -e) depends on that order; sending the reply
-      // first left its send completion unpolled and its send queue full.
-      send_held_ack();
+      // The request first: it is what the peer waits for (a ping-pong's
+      // reply); the held ACK (responder's, other direction) right after.
+      const bool held = ack_held_;
+      ack_held_ = false;  // the requester's packets must not send it first
       req_->post(std::move(q), fast_now_ns());
+      if (held) transmit(held_ack_);
     }
   }
   e.kick(next_deadline());
