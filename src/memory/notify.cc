@@ -21,6 +21,28 @@ int sender_socket() {
   return fd;
 }
 
+/// The events a thread's open NotifyBatch holds. Held by value (not the
+/// ring): the CQ may be destroyed before the batch ends.
+struct Held {
+  int32_t pid;
+  uint32_t id;
+  NotifyMsg msg;
+};
+constexpr int kMaxHeld = 32;
+struct HeldEvents {
+  int depth = 0;
+  int n = 0;
+  Held ev[kMaxHeld];
+};
+thread_local HeldEvents held;
+
+void post_now(const Held& h) {
+  sockaddr_un addr;
+  socklen_t len = make_abstract_addr(endpoint_name(h.pid, h.id), &addr);
+  (void)sendto(sender_socket(), &h.msg, sizeof(h.msg), MSG_DONTWAIT | MSG_NOSIGNAL,
+               reinterpret_cast<sockaddr*>(&addr), len);
+}
+
 }  // namespace
 
 int notify_open(uint32_t* id) {
@@ -40,17 +62,27 @@ int notify_open(uint32_t* id) {
   return -1;
 }
 
-void notify_post(int32_t pid, uint32_t id, const NotifyMsg& msg) {
-  sockaddr_un addr;
-  socklen_t len = make_abstract_addr(endpoint_name(pid, id), &addr);
-  (void)sendto(sender_socket(), &msg, sizeof(msg), MSG_DONTWAIT | MSG_NOSIGNAL,
-               reinterpret_cast<sockaddr*>(&addr), len);
-}
+void notify_post(int32_t pid, uint32_t id, const NotifyMsg& msg) { post_now(Held{pid, id, msg}); }
 
 void cq_notify(const CqRing* r) {
   if (!r->channel_id) return;
-  NotifyMsg m{kNotifyCq, 0, r->user_handle};
-  notify_post(r->owner_pid, r->channel_id, m);
+  const Held h{r->owner_pid, r->channel_id, NotifyMsg{kNotifyCq, 0, r->user_handle}};
+  if (held.depth == 0) return post_now(h);
+  if (held.n == kMaxHeld) {  // a batch that completes this much wakes early: keep the order
+    for (int i = 0; i < held.n; ++i) post_now(held.ev[i]);
+    held.n = 0;
+  }
+  held.ev[held.n++] = h;
+}
+
+NotifyBatch::NotifyBatch() { ++held.depth; }
+
+bool NotifyBatch::raised() const { return held.n != 0; }
+
+NotifyBatch::~NotifyBatch() {
+  if (--held.depth != 0) return;
+  for (int i = 0; i < held.n; ++i) post_now(held.ev[i]);
+  held.n = 0;
 }
 
 }  // namespace uroce::core

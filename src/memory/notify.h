@@ -25,7 +25,26 @@ int notify_open(uint32_t* id);
 /// Posts to endpoint (pid, id). Never blocks; a full queue drops the message
 /// (the endpoint is then readable anyway).
 void notify_post(int32_t pid, uint32_t id, const NotifyMsg& msg);
-/// Wakes the completion channel of a CQ whose ring said kOkNotify (cq_push).
+/// Wakes the completion channel of a CQ whose ring said kOkNotify (cq_push);
+/// inside a NotifyBatch on this thread, when the batch ends.
 void cq_notify(const CqRing* r);
+
+/// While one lives on a thread, the completion events that thread raises are
+/// held and posted, in order, when the outermost one ends. The network engine
+/// opens one around each batch of packets it handles: a batch often carries
+/// a reply and the ACK for the request it answers, and an application that
+/// waits on one completion channel for both CQs and polls only the CQ it
+/// expects (perftest's latency loops with -e) must find both completions when
+/// it wakes, as it would behind a NIC that acknowledged the request long
+/// before the reply came.
+class NotifyBatch {
+ public:
+  NotifyBatch();
+  ~NotifyBatch();
+  /// Whether events are held (this thread's application will wake).
+  bool raised() const;
+  NotifyBatch(const NotifyBatch&) = delete;
+  NotifyBatch& operator=(const NotifyBatch&) = delete;
+};
 
 }  // namespace uroce::core

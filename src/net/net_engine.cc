@@ -21,6 +21,7 @@
 #include "common/fork_gate.h"
 #include "common/log.h"
 #include "contract/inbox.h"
+#include "memory/notify.h"
 #include "memory/peer_map.h"
 #include "net/net_engine_tuning.h"
 #include "net/ud_forward.h"
@@ -391,10 +392,11 @@ int NetEngine::round(const int* ready, int n, bool* drained, bool ack_per_batch)
   if (drained) *drained = true;
   // With ack_per_batch, the plain ACKs a batch of datagrams causes are held
   // and sent when the batch is handled: one cumulative ACK per QP per batch
-  // instead of one (and one system call) per message.
+  // instead of one (and one system call) per message. Without it they are
+  // held for the application's next post or poll, unless the batch wakes
+  // the application from a completion channel.
   struct Batch {
     NetEngine* e;
-    bool ack_per_batch;
     NetQp* owner = nullptr;   // the socket's QP: most packets are for it
     bool group = false;       // the socket is a multicast group's, of `owner`
     bool never_pass = false;  // the packets come from the inbox or a port: never passed on
@@ -404,7 +406,6 @@ int NetEngine::round(const int* ready, int n, bool* drained, bool ack_per_batch)
     NetQp* touched[kMaxTouched];  // [0, nt) only
   } b;
   b.e = this;
-  b.ack_per_batch = ack_per_batch;
   auto dispatch = [c = &b](const wire::Packet& p, const link::UdpAddr& from, const link::UdpAddr& to) {
     NetQp* q = c->owner;
     if (c->group) {
@@ -432,7 +433,7 @@ int NetEngine::round(const int* ready, int n, bool* drained, bool ack_per_batch)
     }
     if (c->xdp) q->count_xdp_received(p);
     q->on_packet(p, from, to);
-    if (!c->ack_per_batch || (c->nt && c->touched[c->nt - 1] == q)) return;
+    if (c->nt && c->touched[c->nt - 1] == q) return;
     if (c->nt < kMaxTouched)
       c->touched[c->nt++] = q;
     else
@@ -473,11 +474,25 @@ int NetEngine::round(const int* ready, int n, bool* drained, bool ack_per_batch)
     const int rounds = socket ? kMaxRoundsPerSocket : 1;
     for (int r = 0;; ++r) {
       bool more = false;
-      const int k = s.src->poll(dispatch, link::UdpEndpoint::kBatch, &more);
+      int k;
+      {
+        // The batch's completion events wake the application once all its
+        // packets are handled and their ACKs have left (memory/notify.h: a
+        // reply and its request's ACK often arrive together; an ACK still
+        // held when the application posts its next request would leave
+        // after it).
+        const NotifyBatch events;
+        k = s.src->poll(dispatch, link::UdpEndpoint::kBatch, &more);
+        if (s.may_pass_on()) flush_passed();
+        // Held ACKs wait for the application's next post only while it
+        // polls: one that the batch wakes from a completion channel gets its
+        // reply out after them.
+        if (ack_per_batch || events.raised()) send_acks();
+        b.nt = 0;
+        b.overflow = false;
+      }
       got += k;
       if (s.kind == Kind::kInbox && k) inbox_used_ = true;
-      if (s.may_pass_on()) flush_passed();
-      if (ack_per_batch) send_acks();
       // A short read: more may wait (a single datagram read from a quiet
       // socket), but the next round reads them (the one in hand goes to
       // its QP first).

@@ -108,6 +108,12 @@ foreach(tool send write read atomic)
   endforeach()
 endforeach()
 
+# With -e both sides sleep on one completion channel for both CQs and poll
+# the CQ they expect once per event: when a reply and the ACK of the request
+# it answers arrive together, both completions must be there when the
+# application wakes (memory/notify.h, NotifyBatch).
+uroce_netns_test(send_lat_events 60 -- ${perf} ib_send_lat ${pt_dev} -e -n 2000)
+
 # Datagrams dropped on their way out (nftables output hook): each used an
 # IPv4 identification, yet every packet on the veth must carry the right
 # ICRC (docs/network-link.md, "The IPv4 identification"); captured and
