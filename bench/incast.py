@@ -20,9 +20,11 @@ fairness index, bytes the senders put on their veths / bytes the receiver's
 veth took, drops and CE marks at the port, and (uroce) the senders' and
 receiver's `uroce stat` counters that say why. With --latency it also runs a
 small-message ping-pong from one more sender through the same port while the
-flows run (uroce: ib_send_lat; tcp: bench/src/tcp_pingpong) and reports its
-p50 and p99; --latency-events runs ib_send_lat with -e (both sides sleep on
-the completion channel, as tcp_pingpong sleeps in recv, instead of spinning).
+flows run (uroce: ib_send_lat, which spins on its CQ; tcp:
+bench/src/tcp_pingpong, which sleeps in recv) and reports its p50 and p99;
+--latency-events runs bench/src/verbs_pingpong instead of ib_send_lat (it
+sleeps on its completion channel; ib_send_lat -e stops when the port drops an
+ACK, as it would on any NIC).
 
 Usage: incast.py [--senders N] [--rate 1gbit] [--queue 128kb] [--ecn] [--no-offloads]
                  [--seconds S] [--size BYTES] [--latency [--latency-events]] [--json FILE]
@@ -283,8 +285,11 @@ class Run:
         lat = None
         servers, clients = self.flows()
         if self.a.latency:
-            time.sleep(min(2, self.a.seconds / 3))
-            lat = self.latency()
+            settle = min(2, self.a.seconds / 3)
+            time.sleep(settle)
+            # The sleeping probes stop a second before the flows do: what
+            # they measure after that is an idle port.
+            lat = self.latency(max(1.0, self.a.seconds - settle - 1))
         outs = [self.finish(c, self.a.seconds + 30) for c in clients]
         souts = [self.finish(s, 10) for s in servers]
         stats = {}
@@ -353,10 +358,11 @@ class Run:
                 return float(f[3]) * (1 << 20) / 1e6
         return None
 
-    def latency(self):
+    def latency(self, seconds):
         """{"p50": us, "p99": us}: a 64-byte ping-pong's half round trip from
         the probe namespace through the loaded port (uroce: ib_send_lat's
-        t_typical and 99%; tcp: tcp_pingpong), or None if it failed."""
+        t_typical and 99%, or verbs_pingpong's; tcp: tcp_pingpong), or None
+        if it failed."""
         port = str(17515 + os.getpid() % 1000)
         if self.tool == "ucx-tcp":
             print("latency: not measured for ucx-tcp (ucx_perftest reports one percentile per run)",
@@ -366,16 +372,23 @@ class Run:
             srv = self.spawn(self.t.rx, [self.a.tcp_pingpong, "-l", port, "-s", "64"])
             time.sleep(0.2)
             cli = self.spawn(self.t.probe, [self.a.tcp_pingpong, "-c", self.t.addr(-1), port, "-s", "64",
-                                            "-n", str(self.a.latency_iters)])
+                                            "-n", str(self.a.latency_iters), "-t", str(seconds)])
+        elif self.a.latency_events:
+            # Asleep on the completion channel, as tcp_pingpong waits in recv
+            # (bench/src/verbs_pingpong.c: ib_send_lat -e stops when the
+            # port drops an ACK).
+            vpp = os.path.join(self.a.build, "bin", "verbs_pingpong")
+            srv = self.spawn(self.t.rx, [vpp, "-d", "uroce_rnic0", "-g", "1", "-l", port, "-s", "64",
+                                         "-n", str(self.a.latency_iters)])
+            time.sleep(0.5)
+            cli = self.spawn(self.t.probe, [vpp, "-d", "uroce_rnic0", "-g", "1", "-c", self.t.addr(-1), port,
+                                            "-s", "64", "-n", str(self.a.latency_iters), "-t", str(seconds)])
         else:
-            # -e: wait on the completion channel (asleep in the kernel, as
-            # tcp_pingpong waits in recv) instead of spinning on the CQ.
-            ev = ["-e"] if self.a.latency_events else []
             srv = self.spawn(self.t.rx, ["ib_send_lat", "-d", "uroce_rnic0", "-x", "1", "-p", port, "-s", "64",
-                                         "-n", str(self.a.latency_iters)] + ev)
+                                         "-n", str(self.a.latency_iters)])
             time.sleep(0.5)
             cli = self.spawn(self.t.probe, ["ib_send_lat", "-d", "uroce_rnic0", "-x", "1", "-p", port, "-s",
-                                            "64", "-n", str(self.a.latency_iters)] + ev + [self.t.addr(-1)])
+                                            "64", "-n", str(self.a.latency_iters)] + [self.t.addr(-1)])
         out = self.finish(cli, self.a.seconds + 20)
         self.finish(srv, 5)
         for line in out.splitlines():
@@ -384,9 +397,9 @@ class Run:
             # dwarfs the rest)
             if not f or not all(re.fullmatch(r"\d+(\.\d+)?|-?nan", x) for x in f):
                 continue
-            if self.tool == "tcp" and len(f) == 4:
+            if (self.tool == "tcp" or self.a.latency_events) and len(f) == 4:
                 return {"p50": float(f[2]), "p99": float(f[3])}
-            if self.tool != "tcp" and len(f) == 9:
+            if self.tool != "tcp" and not self.a.latency_events and len(f) == 9:
                 return {"p50": float(f[4]), "p99": float(f[7])}
         print(f"latency probe failed:\n{out[-1500:]}", file=sys.stderr)
         return None

@@ -5,8 +5,11 @@
 // does rather than spinning.
 //
 // Usage: tcp_pingpong -l PORT [-s SIZE]              (server: one client, then exit)
-//        tcp_pingpong -c ADDR PORT [-s SIZE] [-n N]  (client)
-// Output (client): "size N p50_us p99_us" on one line.
+//        tcp_pingpong -c ADDR PORT [-s SIZE] [-n N] [-t SECONDS]
+//                                 (client: N round trips, or fewer in SECONDS)
+// Output (client): "size rounds p50_us p99_us" on one line.
+#include "bench_util.h"
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -15,8 +18,6 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
-
-#include "bench_util.h"
 
 static void full(int fd, char* buf, size_t len, int sending) {
   size_t done = 0;
@@ -38,6 +39,7 @@ int main(int argc, char** argv) {
   int port = 0, server = 0;
   size_t size = 64;
   long n = 10000;
+  double seconds = 0;
   for (int i = 1; i < argc; ++i) {
     if (!strcmp(argv[i], "-l") && i + 1 < argc) {
       server = 1;
@@ -49,8 +51,10 @@ int main(int argc, char** argv) {
       size = bu_parse_size(argv[++i]);
     } else if (!strcmp(argv[i], "-n") && i + 1 < argc) {
       n = atol(argv[++i]);
+    } else if (!strcmp(argv[i], "-t") && i + 1 < argc) {
+      seconds = atof(argv[++i]);
     } else {
-      fprintf(stderr, "usage: %s -l PORT [-s SIZE] | -c ADDR PORT [-s SIZE] [-n N]\n", argv[0]);
+      fprintf(stderr, "usage: %s -l PORT [-s SIZE] | -c ADDR PORT [-s SIZE] [-n N] [-t SECONDS]\n", argv[0]);
       return 2;
     }
   }
@@ -90,12 +94,16 @@ int main(int argc, char** argv) {
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
   uint64_t* t = malloc((size_t)n * sizeof(uint64_t));
   if (!t) bu_die("malloc");
-  for (long i = 0; i < n; ++i) {
+  const uint64_t end = seconds > 0 ? bu_now_ns() + (uint64_t)(seconds * 1e9) : UINT64_MAX;
+  long i = 0;
+  for (; i < n && bu_now_ns() < end; ++i) {
     const uint64_t t0 = bu_now_ns();
     full(fd, buf, size, 1);
     full(fd, buf, size, 0);
     t[i] = bu_now_ns() - t0;
   }
+  n = i;
+  if (n == 0) return 1;
   qsort(t, (size_t)n, sizeof(uint64_t), cmp_u64);
   printf("%zu %ld %.2f %.2f\n", size, n, t[n / 2] / 2e3, t[(n * 99) / 100] / 2e3);
   return 0;
