@@ -296,7 +296,7 @@ class Run:
         if self.tool.startswith("uroce"):
             # The device totals of the senders and the receiver (uroced keeps
             # them a few seconds after its last client).
-            keys = ("req.packets", "req.retransmits", "req.timeouts", "req.seq_naks", "req.probes",
+            keys = ("req.packets", "req.retransmits", "req.timeouts", "req.seq_naks", "req.naks_reordered", "req.probes",
                     "resp.seq_naks", "resp.duplicates", "cc.delay_cuts", "cc.loss_cuts", "cc.timeouts",
                     "xdp.send_full", "udp.send_errors")
             for ns in t.tx + [t.rx]:

@@ -43,6 +43,7 @@ constexpr CounterField kFields[] = {
     UROCE_COUNTER(req.resent_packets),
     UROCE_COUNTER(req.resent_bytes),
     UROCE_COUNTER(req.holes_resent),
+    UROCE_COUNTER(req.naks_reordered),
     UROCE_COUNTER(req.caps_asked),
     UROCE_COUNTER(req.caps_selective),
     UROCE_COUNTER(cc.rtt_samples),

@@ -25,7 +25,7 @@
 namespace uroce::core {
 
 struct NetCounters {
-  static constexpr uint64_t kMagic = 0x36544e4345434f52ull;  // "ROCECNT6"
+  static constexpr uint64_t kMagic = 0x37544e4345434f52ull;  // "ROCECNT7"
   uint64_t magic;
   /// The QP's sockets: its sending ones count what they send, its
   /// receiving ones what they receive (each field has one writer).

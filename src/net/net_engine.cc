@@ -143,6 +143,15 @@ const NetLinkSettings& NetEngine::settings() {
         UROCE_ERR("UROCE_CC_TARGET_US=%s: not understood (1 to 10000000); %llu", t,
                   (unsigned long long)(settings_.cc.target_queue_ns / 1000));
     }
+    if (const char* t = getenv("UROCE_REORDER_US"); t && *t) {
+      char* end = nullptr;
+      const unsigned long us = strtoul(t, &end, 10);
+      if (*end == 0 && us <= 10'000'000)
+        settings_.reorder_ns = uint64_t(us) * 1000;
+      else
+        UROCE_ERR("UROCE_REORDER_US=%s: not understood (0 to 10000000); %llu", t,
+                  (unsigned long long)(settings_.reorder_ns / 1000));
+    }
     if (const char* c = getenv("UROCE_CAPTURE"); c && *c) {
       const std::string path = expand_pid(c);
       auto w = wire::PcapWriter::open(path);

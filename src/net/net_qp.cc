@@ -261,6 +261,7 @@ void NetQp::start(const QpModifyArgs& a) {
   rc.unreliable = type_ == QpType::kUc;
   rc.xrc = type_ == QpType::kXrcSend;
   rc.cc = NetEngine::get().settings().cc;
+  rc.reorder_ns = NetEngine::get().settings().reorder_ns;
   req_ = std::make_unique<transport::RcRequester>(rc, env_.get());
   if (counters_) {
     req_->count_into(&counters_->req);

@@ -64,6 +64,7 @@ struct NetLinkSettings {
   XdpUse xdp = XdpUse::kWhenLent;             // UROCE_LINK_XDP
   transport::CongestionConfig cc;             // UROCE_CC, UROCE_CC_TARGET_US
   bool selective = true;                      // UROCE_SR: selective repeat between uroce peers
+  uint64_t reorder_ns = 100'000;              // UROCE_REORDER_US (RequesterConfig::reorder_ns)
 };
 
 class NetQp final : public LinkEngine {

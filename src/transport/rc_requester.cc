@@ -264,6 +264,7 @@ void RcRequester::ack_through(uint32_t psn, uint64_t now, uint64_t arrived) {
 void RcRequester::go_back(uint32_t psn) {
   while (!timed_.empty()) timed_.pop_front();  // what they timed may go again (Karn)
   probes_ = 0;
+  nak_wait_ = 0;  // everything after psn goes again
   bool found = false;
   for (Entry& e : q_) {
     if (!e.started) break;
@@ -329,9 +330,32 @@ bool RcRequester::resend_one(uint32_t psn) {
   return false;
 }
 
+void RcRequester::act_on_nak(uint32_t psn, uint64_t now) {
+  nak_seen_ = true;
+  nak_psn_ = psn;
+  nak_at_ = now;
+  nak_recheck_ = 0;  // this recovery replaces a pending second look
+  nak_wait_ = 0;
+  cc_.on_loss(now);  // send less into the gap next time
+  recover(psn);
+  pump(now);
+}
+
+uint64_t RcRequester::reorder_wait() const {
+  if (!selective_ || !cfg_.reorder_ns) return 0;
+  return cfg_.timeout_ns ? std::min(cfg_.reorder_ns, cfg_.timeout_ns / 8) : cfg_.reorder_ns;
+}
+
+void RcRequester::settle_reordered() {
+  if (!nak_wait_) return;
+  if (!q_.empty() && psn_diff(window_base(), nak_wait_psn_) <= 0) return;  // still open
+  ++stats_->naks_reordered;
+  nak_wait_ = 0;
+}
+
 void RcRequester::fail_front(WcStatus st) {
   failed_ = true;
-  deadline_ = rnr_until_ = nak_recheck_ = 0;
+  deadline_ = rnr_until_ = nak_recheck_ = nak_wait_ = 0;
   // The QP is in ERR before its error completion can be seen: a program that
   // queries the QP after polling that completion finds ERR (as on hardware).
   env_->qp_error();
@@ -353,7 +377,7 @@ void RcRequester::flush() {
     env_->complete(e.w, WcStatus::kWrFlushErr, 0);
     q_.pop_front();
   }
-  deadline_ = rnr_until_ = nak_recheck_ = 0;
+  deadline_ = rnr_until_ = nak_recheck_ = nak_wait_ = 0;
 }
 
 void RcRequester::on_response(const Packet& p, uint64_t now) {
@@ -376,6 +400,7 @@ void RcRequester::on_response(const Packet& p, uint64_t now) {
       case AckType::kAck:
         ++stats_->acks;
         ack_through(p.bth.psn, now, arrived);
+        settle_reordered();
         pump(now);
         return;
       case AckType::kRnrNak:
@@ -404,13 +429,20 @@ void RcRequester::on_response(const Packet& p, uint64_t now) {
             if (!nak_recheck_) nak_recheck_ = now + 2 * nak_repeat_guard();
             return;
           }
-          nak_seen_ = true;
-          nak_psn_ = p.bth.psn;
-          nak_at_ = now;
-          nak_recheck_ = 0;  // this go-back replaces a pending second look
-          cc_.on_loss(now);  // send less into the gap next time
-          recover(p.bth.psn);
-          pump(now);
+          if (const uint64_t wait = reorder_wait()) {
+            // A packet overtaken on the way fills the gap soon: act then
+            // if it is still open (on_timer). A repeat meanwhile changes
+            // nothing; a NAK further on means the gap waited for filled.
+            if (nak_wait_ && p.bth.psn == nak_wait_psn_) {
+              ++stats_->seq_naks_ignored;
+              return;
+            }
+            settle_reordered();
+            nak_wait_ = now + wait;
+            nak_wait_psn_ = p.bth.psn;
+            return;
+          }
+          act_on_nak(p.bth.psn, now);
           return;
         }
         ++stats_->error_naks;
@@ -513,6 +545,13 @@ void RcRequester::on_timer(uint64_t now) {
     pump(now);
     return;
   }
+  if (nak_wait_ && now >= nak_wait_) {
+    settle_reordered();
+    if (nak_wait_) {  // the gap outlived the wait: lost
+      act_on_nak(nak_wait_psn_, now);
+      return;
+    }
+  }
   if (nak_recheck_ && now >= nak_recheck_) {
     nak_recheck_ = 0;
     if (!q_.empty() && window_base() == nak_psn_) {
@@ -533,7 +572,7 @@ void RcRequester::on_timer(uint64_t now) {
     fail_front(WcStatus::kRetryExcErr);
     return;
   }
-  nak_recheck_ = 0;  // everything goes again anyway
+  nak_recheck_ = nak_wait_ = 0;  // everything goes again anyway
   // Retransmit everything outstanding, twice: duplicates cost nothing but
   // bandwidth during recovery (the responder answers each), and on a lossy
   // link a retry that needs one of two copies of the request and of its
@@ -584,6 +623,7 @@ uint64_t RcRequester::next_deadline() const {
   if (rnr_until_) return rnr_until_;
   uint64_t d = deadline_ ? deadline_ : UINT64_MAX;
   if (nak_recheck_) d = std::min(d, nak_recheck_);
+  if (nak_wait_) d = std::min(d, nak_wait_);
   if (const uint64_t pr = probe_time()) d = std::min(d, pr);
   return d;
 }

@@ -75,6 +75,13 @@ struct RequesterConfig {
   uint32_t window = 1024;
   /// The congestion control within that cap (its max_window is `window`).
   CongestionConfig cc;
+  /// With a selective-repeat peer (set_selective), how long a PSN-sequence
+  /// NAK waits before it is acted on: a packet overtaken on the way (two
+  /// CPUs' backlogs of a veth, a multipath network) fills the gap within it,
+  /// the responder's next ACK covers it, and nothing is resent and the
+  /// window is not cut (as TCP's RACK waits a reordering window). At most an
+  /// eighth of the local ACK timeout. 0: at once.
+  uint64_t reorder_ns = 0;
   /// UC (unreliable connection): the same packets with the UC
   /// opcodes and no A bit; nothing is acknowledged, so a WQE is complete
   /// once its last packet is sent, and nothing is ever retransmitted.
@@ -93,6 +100,7 @@ struct RequesterStats {
   uint64_t resent_packets = 0;  // request packets sent again (go-back-N, probes, re-asks; not READ requests)
   uint64_t resent_bytes = 0;    // their payload bytes
   uint64_t holes_resent = 0;    // of resent_packets: alone, for a NAK of a selective-repeat peer
+  uint64_t naks_reordered = 0;  // of seq_naks: their gap filled within RequesterConfig::reorder_ns
   // The capability exchange (the QP's, net/net_qp_caps.cc): queries sent to
   // the peer, and answers that it keeps packets past a gap.
   uint64_t caps_asked = 0, caps_selective = 0;
@@ -178,6 +186,13 @@ class RcRequester {
     return cfg_.unreliable ? wire::Service::kUc : cfg_.xrc ? wire::Service::kXrc : wire::Service::kRc;
   }
   void go_back(uint32_t psn);
+  /// Acts on a PSN-sequence NAK at `psn`: the window shrinks and what the
+  /// gap lost goes again (recover).
+  void act_on_nak(uint32_t psn, uint64_t now);
+  /// The reordering wait (RequesterConfig::reorder_ns) now; 0: none.
+  uint64_t reorder_wait() const;
+  /// A NAK waiting out reordering is settled if its gap has filled.
+  void settle_reordered();
   /// A sequence NAK (or its second look) at `psn`: go back, or with a
   /// selective-repeat peer resend that packet alone.
   void recover(uint32_t psn);
@@ -224,7 +239,11 @@ class RcRequester {
   uint64_t nak_at_ = 0;
   bool nak_seen_ = false;
   uint64_t nak_recheck_ = 0;  // a repeat was ignored: look again then (0: none)
-  uint32_t probes_ = 0;       // early resends of the newest packet since the last progress
+  // A NAK waiting out reordering (RequesterConfig::reorder_ns): until when
+  // (0: none), and the PSN it named.
+  uint64_t nak_wait_ = 0;
+  uint32_t nak_wait_psn_ = 0;
+  uint32_t probes_ = 0;  // early resends of the newest packet since the last progress
   // Round trips: first transmissions that asked for an ACK, oldest first,
   // with when they left; the ACK that covers one times it (Karn: a go-back
   // forgets them all, as what they timed may go again). sent_hi_: the PSN

@@ -101,6 +101,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   qc.retry_cnt = 3;
   qc.rnr_retry = 3;
   qc.max_rd_atomic = 2;
+  qc.reorder_ns = (cfg & 2) ? 100 : 0;  // a NAK waits out reordering (shares a bit with the PMTU's choice)
   RcRequester req(qc, &env);
   req.set_selective(cfg & 1);  // NAKs resend holes alone (shares the bit with the PMTU's choice)
   // Local buffers of exact size: the requester writes READ data and atomic

@@ -415,6 +415,43 @@ TEST_F(RcRequesterTest, ASelectivePeerGetsOnlyTheNakedPacketAgainThenTwiceAsMany
   for (uint64_t i = 0; i < 12; ++i) EXPECT_EQ(env.done[i], std::make_pair(i, WcStatus::kSuccess));
 }
 
+TEST_F(RcRequesterTest, WithAReorderingWaitANakIsActedOnOnlyIfItsGapOutlivesTheWait) {
+  // Expect: a NAK from a selective peer waits reorder_ns; an ACK past its
+  // PSN meanwhile (the packet was only overtaken) settles it: nothing goes
+  // again and the window is not cut; a gap still open when the wait ends
+  // is a loss (resend, cut); a repeat of the NAK while waiting changes
+  // nothing.
+  RequesterConfig c = cfg;
+  c.timeout_ns = 1'000'000;  // the wait is at most 125 us of it
+  c.reorder_ns = 50'000;
+  RcRequester q{c, &env};
+  q.set_selective(true);
+  for (uint64_t i = 0; i < 12; ++i) q.post(send_wqe(i, 10), 0);  // PSNs 50..61
+  env.sent.clear();
+  q.on_response(resp(53, syndrome_nak(NakCode::kPsnSequenceError)), 100);
+  EXPECT_TRUE(env.sent.empty()) << "nothing resent before the wait ends";
+  EXPECT_EQ(env.done.size(), 3u) << "the NAK still acknowledges 50..52";
+  EXPECT_EQ(q.next_deadline(), 100u + 50'000u);
+  q.on_response(resp(53, syndrome_nak(NakCode::kPsnSequenceError)), 200);
+  EXPECT_EQ(q.stats().seq_naks_ignored, 1u);
+  q.on_response(resp(55, syndrome_ack(kCreditsInvalid)), 300);  // 53 came after all
+  EXPECT_EQ(q.stats().naks_reordered, 1u);
+  q.on_timer(100 + 50'000);
+  EXPECT_TRUE(env.sent.empty());
+  EXPECT_EQ(q.congestion().stats().loss_cuts, 0u) << "no cut for a packet only overtaken";
+  // A gap at 57 that stays open: 57 goes again when the wait ends.
+  q.on_response(resp(57, syndrome_nak(NakCode::kPsnSequenceError)), 60'000);
+  EXPECT_TRUE(env.sent.empty());
+  q.on_timer(60'000 + 49'999);
+  EXPECT_TRUE(env.sent.empty());
+  q.on_timer(60'000 + 50'000);
+  ASSERT_EQ(env.sent.size(), 1u);
+  EXPECT_EQ(env.sent[0].psn, 57u);
+  EXPECT_EQ(q.stats().holes_resent, 1u);
+  EXPECT_EQ(q.stats().naks_reordered, 1u);
+  EXPECT_EQ(q.congestion().stats().loss_cuts, 1u);
+}
+
 TEST_F(RcRequesterTest, ASelectivePeerStillGetsEverythingAgainAfterATimeout) {
   RcRequester q{cfg, &env};
   q.set_selective(true);

@@ -54,6 +54,8 @@ DEFAULTS = {
     "UROCE_CC": (r'bool enabled = (true|false);', lambda m: 1 if m.group(1) == "true" else 0),
     "UROCE_CC_TARGET_US": (r'uint64_t target_queue_ns = ([\d\']+);', lambda m: int(m.group(1).replace("'", "")) // 1000),
     "UROCE_SR": (r'bool selective = (true|false);\s*// UROCE_SR', lambda m: 1 if m.group(1) == "true" else 0),
+    "UROCE_REORDER_US": (r'uint64_t reorder_ns = ([\d\']+);\s*// UROCE_REORDER_US',
+                         lambda m: int(m.group(1).replace("'", "")) // 1000),
     "UROCE_FAULTS": None,
     "UROCE_TRACE": None,
     "UROCE_CAPTURE": None,
