@@ -185,13 +185,13 @@ class NetQp final : public LinkEngine {
   /// executed is out (caller holds mu_).
   void stop() REQUIRES(mu_);
   /// Selective repeat (wire/caps_mad.h, net_qp_caps.cc): asks the peer QP
-  /// whether its responder keeps packets past a gap: when the first packet
-  /// from the peer arrives (the peer is in RTR at least: a query before
-  /// that would be lost) and after a loss while no answer came, at most
-  /// kMaxCapsQueries times.
+  /// whether its responder keeps packets past a gap (one query; when:
+  /// maybe_ask_caps).
   void ask_caps() REQUIRES(mu_);
-  /// After a packet from the peer (on_packet): asks if it is the first, or
-  /// if the requester met a loss since the last query and nothing answered.
+  /// After a packet from the peer (on_packet): asks if it is the first (the
+  /// peer is in RTR at least: a query before that would be lost), or if the
+  /// requester met a loss since the last query and nothing answered; at
+  /// most kMaxCapsQueries times, and only with UROCE_SR on.
   void maybe_ask_caps() REQUIRES(mu_);
   /// A UD packet with the GSI's Q_Key reached this connected QP: answers
   /// a capability query from its peer, or takes the answer to ours.

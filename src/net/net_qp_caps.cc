@@ -29,7 +29,6 @@ wire::Packet caps_packet(uint32_t dest_qp, uint32_t src_qp, std::span<const uint
 }  // namespace
 
 void NetQp::ask_caps() {
-  if (!req_ || caps_known_ || caps_queries_ >= kMaxCapsQueries) return;
   ++caps_queries_;
   caps_naks_ = req_->stats().seq_naks;
   uint8_t mad[wire::cm::kMadSize];

@@ -261,10 +261,14 @@ void RcRequester::ack_through(uint32_t psn, uint64_t now, uint64_t arrived) {
   }
 }
 
-void RcRequester::go_back(uint32_t psn) {
-  while (!timed_.empty()) timed_.pop_front();  // what they timed may go again (Karn)
+void RcRequester::forget_timings() {
+  while (!timed_.empty()) timed_.pop_front();
   probes_ = 0;
-  nak_wait_ = 0;  // everything after psn goes again
+}
+
+void RcRequester::go_back(uint32_t psn) {
+  forget_timings();  // what they timed may go again (Karn)
+  nak_wait_ = 0;     // everything after psn goes again
   bool found = false;
   for (Entry& e : q_) {
     if (!e.started) break;
@@ -296,8 +300,7 @@ void RcRequester::recover(uint32_t psn) {
   // burst of k losses takes log2(k) round trips, not k. A lost resend is
   // NAKed again; a timeout still goes back for everything. Round trips timed
   // across the gap would measure the recovery, not the path: dropped.
-  while (!timed_.empty()) timed_.pop_front();
-  probes_ = 0;
+  forget_timings();
   sr_run_ = (sr_next_valid_ && psn == sr_next_) ? std::min(2 * sr_run_, kMaxSrRun) : 1;
   for (uint32_t k = 0; k < sr_run_; ++k)
     if (!resend_one(psn_add(psn, k))) break;

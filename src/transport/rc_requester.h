@@ -186,6 +186,10 @@ class RcRequester {
     return cfg_.unreliable ? wire::Service::kUc : cfg_.xrc ? wire::Service::kXrc : wire::Service::kRc;
   }
   void go_back(uint32_t psn);
+  /// A recovery begins: the round trips being timed are dropped (what they
+  /// timed may go again, or is measured across the gap) and the tail-loss
+  /// probes start over.
+  void forget_timings();
   /// Acts on a PSN-sequence NAK at `psn`: the window shrinks and what the
   /// gap lost goes again (recover).
   void act_on_nak(uint32_t psn, uint64_t now);

@@ -97,9 +97,8 @@ void RcResponder::gap(const Packet& p, bool kept) {
   if (rnr_pending_) {
     // quietly dropped (above)
   } else if (!seq_nak_sent_) {
-    seq_nak_sent_ = send_nak = true;
-    gap_packets_ = 0;
-    renak_at_ = kFirstRenak;
+    open_gap(p.bth.psn);
+    send_nak = true;
   } else if (resent || ++gap_packets_ >= renak_at_) {
     if (!resent) renak_at_ *= 2;
     send_nak = true;
@@ -109,6 +108,17 @@ void RcResponder::gap(const Packet& p, bool kept) {
     if (!kept) ++stats_->dropped;
     return;
   }
+  nak_gap();
+}
+
+void RcResponder::open_gap(uint32_t last_seen) {
+  seq_nak_sent_ = true;
+  gap_packets_ = 0;
+  renak_at_ = kFirstRenak;
+  gap_last_ = last_seen;
+}
+
+void RcResponder::nak_gap() {
   nak(epsn_, syndrome_nak(NakCode::kPsnSequenceError));
   ++stats_->seq_naks;
 }
@@ -149,12 +159,8 @@ void RcResponder::in_order(const Packet& p, const OpInfo& info) {
   if (!ooo_.empty()) {
     // Another gap, with packets kept past it: NAK it now (the NAK
     // acknowledges everything before it).
-    seq_nak_sent_ = true;
-    gap_packets_ = 0;
-    renak_at_ = kFirstRenak;
-    gap_last_ = epsn_;
-    nak(epsn_, syndrome_nak(NakCode::kPsnSequenceError));
-    ++stats_->seq_naks;
+    open_gap(epsn_);
+    nak_gap();
   } else if (ack_owed_) {
     ack(owed_psn_);
   }

@@ -136,6 +136,11 @@ class RcResponder {
   /// `p` arrived past a gap at epsn_ (and was `kept` in ooo_ or not): NAKs
   /// the gap once, and again as the rules in the .cc say.
   void gap(const wire::Packet& p, bool kept);
+  /// A gap at epsn_ is NAKed for the first time (`last_seen`: the latest
+  /// PSN seen past it): the repeat rule starts over.
+  void open_gap(uint32_t last_seen);
+  /// Sends the PSN-sequence NAK for the gap at epsn_.
+  void nak_gap();
   void execute(const wire::Packet& p, const wire::OpInfo& info);
   void duplicate(const wire::Packet& p, const wire::OpInfo& info);
   void do_send(const wire::Packet& p, const wire::OpInfo& info);
