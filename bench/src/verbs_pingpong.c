@@ -17,13 +17,9 @@
  * bounded (10 s without a completion: exit 1). */
 #include "bench_util.h"
 
-#include <arpa/inet.h>
 #include <infiniband/verbs.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <unistd.h>
+
+#include "pingpong_util.h"
 
 enum { kWaitMs = 10000, kDepth = 16 };
 
@@ -49,16 +45,6 @@ struct pp {
 static void die(const char* what) {
   fprintf(stderr, "verbs_pingpong: %s (%s)\n", what, strerror(errno));
   exit(1);
-}
-
-static void full(int fd, void* p, size_t len, int sending) {
-  char* b = p;
-  size_t done = 0;
-  while (done < len) {
-    ssize_t r = sending ? send(fd, b + done, len - done, MSG_NOSIGNAL) : recv(fd, b + done, len - done, 0);
-    if (r <= 0) die(sending ? "send (tcp)" : "recv (tcp)");
-    done += (size_t)r;
-  }
 }
 
 static void post_recv(struct pp* p) {
@@ -170,74 +156,38 @@ static void connect_qp(struct pp* p, int gidx, const struct conn* me, const stru
     die("ibv_modify_qp RTS");
 }
 
-static int cmp_u64(const void* a, const void* b) {
-  uint64_t x = *(const uint64_t*)a, y = *(const uint64_t*)b;
-  return x < y ? -1 : x > y;
-}
-
 int main(int argc, char** argv) {
-  const char *addr = NULL, *dev = NULL;
-  int port = 0, server = 0, gidx = 1;
-  size_t size = 64;
-  long n = 10000;
-  double seconds = 0;
+  const char* dev = NULL;
+  int gidx = 1;
+  struct pp_args a = pp_defaults();
   for (int i = 1; i < argc; ++i) {
-    if (!strcmp(argv[i], "-l") && i + 1 < argc) {
-      server = 1;
-      port = atoi(argv[++i]);
-    } else if (!strcmp(argv[i], "-c") && i + 2 < argc) {
-      addr = argv[++i];
-      port = atoi(argv[++i]);
-    } else if (!strcmp(argv[i], "-d") && i + 1 < argc) {
+    if (pp_option(argc, argv, &i, &a)) continue;
+    if (!strcmp(argv[i], "-d") && i + 1 < argc) {
       dev = argv[++i];
     } else if (!strcmp(argv[i], "-g") && i + 1 < argc) {
       gidx = atoi(argv[++i]);
-    } else if (!strcmp(argv[i], "-s") && i + 1 < argc) {
-      size = bu_parse_size(argv[++i]);
-    } else if (!strcmp(argv[i], "-n") && i + 1 < argc) {
-      n = atol(argv[++i]);
-    } else if (!strcmp(argv[i], "-t") && i + 1 < argc) {
-      seconds = atof(argv[++i]);
     } else {
       fprintf(stderr, "usage: %s -d DEV [-g GIDX] -l PORT [-s SIZE] | -d DEV [-g GIDX] -c ADDR PORT [-s SIZE] [-n N] [-t S]\n",
               argv[0]);
       return 2;
     }
   }
-  if (!port || !dev || size == 0 || n <= 0) return 2;
+  if (!pp_valid(&a) || !dev) return 2;
 
   struct pp p = {.ctl = -1};
-  setup(&p, dev, size);
+  setup(&p, dev, a.size);
   struct conn me = {.qpn = p.qp->qp_num, .psn = (uint32_t)(bu_now_ns() & 0xffffff)}, peer;
   if (ibv_query_gid(p.ctx, 1, gidx, &me.gid)) die("ibv_query_gid");
-
-  int one = 1, fd;
-  if (server) {
-    int l = socket(AF_INET, SOCK_STREAM, 0);
-    setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    if (bind(l, (struct sockaddr*)&sa, sizeof(sa)) || listen(l, 1)) die("bind/listen");
-    struct pollfd pfd = {l, POLLIN, 0};
-    if (poll(&pfd, 1, 30000) != 1) die("no client");
-    fd = accept(l, NULL, NULL);
-    if (fd < 0) die("accept");
-    close(l);
-  } else {
-    fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    if (inet_pton(AF_INET, addr, &sa.sin_addr) != 1) die("address");
-    if (connect(fd, (struct sockaddr*)&sa, sizeof(sa))) die("connect");
-  }
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  full(fd, &me, sizeof(me), 1);
-  full(fd, &peer, sizeof(peer), 0);
+  const int fd = a.server ? pp_accept(a.port) : pp_connect(a.addr, a.port);
+  pp_full(fd, &me, sizeof(me), 1);
+  pp_full(fd, &peer, sizeof(peer), 0);
   for (int i = 0; i < kDepth / 2; ++i) post_recv(&p);
   connect_qp(&p, gidx, &me, &peer);
   char ready = 1;  // both QPs are in RTR with receives posted
-  full(fd, &ready, 1, 1);
-  full(fd, &ready, 1, 0);
+  pp_full(fd, &ready, 1, 1);
+  pp_full(fd, &ready, 1, 0);
 
-  if (server) {
+  if (a.server) {
     // Until the client says it is done (it has every reply it waits for).
     p.ctl = fd;
     for (;;) {
@@ -250,11 +200,11 @@ int main(int argc, char** argv) {
       post_send(&p);
     }
   }
-  uint64_t* lat = malloc((size_t)n * sizeof(*lat));
+  uint64_t* lat = malloc((size_t)a.n * sizeof(*lat));
   if (!lat) die("malloc");
-  const uint64_t end = seconds > 0 ? bu_now_ns() + (uint64_t)(seconds * 1e9) : UINT64_MAX;
+  const uint64_t end = pp_end(&a);
   long i = 0;
-  for (; i < n && bu_now_ns() < end; ++i) {
+  for (; i < a.n && bu_now_ns() < end; ++i) {
     const uint64_t t0 = bu_now_ns();
     post_send(&p);
     while (p.recvs == 0) wait_completions(&p);
@@ -263,10 +213,6 @@ int main(int argc, char** argv) {
     post_recv(&p);
     while (p.sends_out >= kDepth / 2) wait_completions(&p);
   }
-  full(fd, &ready, 1, 1);
-  n = i;
-  if (n == 0) return 1;
-  qsort(lat, (size_t)n, sizeof(*lat), cmp_u64);
-  printf("%zu %ld %.1f %.1f\n", size, n, lat[n / 2] / 1000.0, lat[(size_t)(n * 0.99)] / 1000.0);
-  return 0;
+  pp_full(fd, &ready, 1, 1);
+  return pp_report(a.size, lat, i);
 }
