@@ -328,6 +328,10 @@ class Run:
         res["ce_marked"] = t.ce_marked() - ce0 if self.a.ecn else None
         if lat:
             res["latency_us"] = lat
+            # Which probe: asleep until its reply (tcp_pingpong in recv,
+            # verbs_pingpong on its channel) or spinning (ib_send_lat).
+            res["latency_probe"] = ("tcp_pingpong" if self.tool == "tcp" else
+                                    "verbs_pingpong" if self.a.latency_events else "ib_send_lat")
         if stats:
             res["uroce_stat"] = stats
         res["failed"] = [i for i, x in enumerate(per) if x is None]

@@ -68,7 +68,10 @@ def latency(runs, out):
     if not lat:
         return
     fig, ax = plt.subplots(figsize=(7, 4.2))
-    names = [f"{LABELS.get(r['tool'], r['tool'])}\n{r['senders']} flows, {100 * r['port_share']:.0f} %" for r in lat]
+    how = {"ib_send_lat": "spinning", "verbs_pingpong": "sleeping", "tcp_pingpong": "sleeping"}
+    names = [f"{LABELS.get(r['tool'], r['tool'])}\n"
+             f"{how.get(r.get('latency_probe'), '?')} probe\n{r['senders']} flows, {100 * r['port_share']:.0f} %"
+             for r in lat]
     xs = range(len(lat))
     ax.bar([x - 0.2 for x in xs], [r["latency_us"]["p50"] for r in lat], width=0.4, label="p50")
     ax.bar([x + 0.2 for x in xs], [r["latency_us"]["p99"] for r in lat], width=0.4, label="p99")

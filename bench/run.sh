@@ -104,6 +104,8 @@ cp -a build/bin/xdp_pingpong "$out/bin/" 2>/dev/null || true
 say "compile: bench/src -> $out/bin"
 for src in bench/src/*.c; do
   name=$(basename "$src" .c)
+  # (those bench/CMakeLists.txt builds against uroce's libibverbs are in build/bin)
+  grep -q "src/$name.c" bench/CMakeLists.txt && continue
   gcc -O2 -Wall -Wextra -pthread -o "$out/bin/$name" "$src"
 done
 

@@ -21,22 +21,28 @@ int sender_socket() {
   return fd;
 }
 
-/// The events a thread's open NotifyBatch holds. Held by value (not the
-/// ring): the CQ may be destroyed before the batch ends.
-struct Held {
+/// One event a thread's open NotifyBatch holds: by value (not the ring), as
+/// the CQ may be destroyed before the batch ends.
+struct Event {
   int32_t pid;
   uint32_t id;
   NotifyMsg msg;
 };
 constexpr int kMaxHeld = 32;
-struct HeldEvents {
+
+}  // namespace
+
+struct NotifyBatch::Held {
   int depth = 0;
   int n = 0;
-  Held ev[kMaxHeld];
+  Event ev[kMaxHeld];
 };
-thread_local HeldEvents held;
 
-void post_now(const Held& h) {
+namespace {
+
+thread_local NotifyBatch::Held held;
+
+void post_now(const Event& h) {
   sockaddr_un addr;
   socklen_t len = make_abstract_addr(endpoint_name(h.pid, h.id), &addr);
   (void)sendto(sender_socket(), &h.msg, sizeof(h.msg), MSG_DONTWAIT | MSG_NOSIGNAL,
@@ -62,27 +68,28 @@ int notify_open(uint32_t* id) {
   return -1;
 }
 
-void notify_post(int32_t pid, uint32_t id, const NotifyMsg& msg) { post_now(Held{pid, id, msg}); }
+void notify_post(int32_t pid, uint32_t id, const NotifyMsg& msg) { post_now(Event{pid, id, msg}); }
 
 void cq_notify(const CqRing* r) {
   if (!r->channel_id) return;
-  const Held h{r->owner_pid, r->channel_id, NotifyMsg{kNotifyCq, 0, r->user_handle}};
-  if (held.depth == 0) return post_now(h);
-  if (held.n == kMaxHeld) {  // a batch that completes this much wakes early: keep the order
-    for (int i = 0; i < held.n; ++i) post_now(held.ev[i]);
-    held.n = 0;
+  const Event e{r->owner_pid, r->channel_id, NotifyMsg{kNotifyCq, 0, r->user_handle}};
+  NotifyBatch::Held& h = held;
+  if (h.depth == 0) return post_now(e);
+  if (h.n == kMaxHeld) {  // a batch that completes this much wakes early: keep the order
+    for (int i = 0; i < h.n; ++i) post_now(h.ev[i]);
+    h.n = 0;
   }
-  held.ev[held.n++] = h;
+  h.ev[h.n++] = e;
 }
 
-NotifyBatch::NotifyBatch() { ++held.depth; }
+NotifyBatch::NotifyBatch() : held_(&held) { ++held_->depth; }
 
-bool NotifyBatch::raised() const { return held.n != 0; }
+bool NotifyBatch::raised() const { return held_->n != 0; }
 
 NotifyBatch::~NotifyBatch() {
-  if (--held.depth != 0) return;
-  for (int i = 0; i < held.n; ++i) post_now(held.ev[i]);
-  held.n = 0;
+  if (--held_->depth != 0) return;
+  for (int i = 0; i < held_->n; ++i) post_now(held_->ev[i]);
+  held_->n = 0;
 }
 
 }  // namespace uroce::core

@@ -31,7 +31,7 @@ void cq_notify(const CqRing* r);
 
 /// While one lives on a thread, the completion events that thread raises are
 /// held and posted, in order, when the outermost one ends. The network engine
-/// opens one around each batch of packets it handles: a batch often carries
+/// opens one around each round of packets it handles: a round often carries
 /// a reply and the ACK for the request it answers, and an application that
 /// waits on one completion channel for both CQs and polls only the CQ it
 /// expects (perftest's latency loops with -e) must find both completions when
@@ -45,6 +45,11 @@ class NotifyBatch {
   bool raised() const;
   NotifyBatch(const NotifyBatch&) = delete;
   NotifyBatch& operator=(const NotifyBatch&) = delete;
+  /// The events a thread holds (notify.cc).
+  struct Held;
+
+ private:
+  Held* held_;  // this thread's (one thread-local lookup per batch)
 };
 
 }  // namespace uroce::core

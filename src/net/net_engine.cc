@@ -415,6 +415,11 @@ int NetEngine::round(const int* ready, int n, bool* drained, bool ack_per_batch)
     NetQp* touched[kMaxTouched];  // [0, nt) only
   } b;
   b.e = this;
+  // The round's completion events wake the application once all its packets
+  // are handled and their ACKs have left (memory/notify.h: a reply and its
+  // request's ACK often arrive together; an ACK still held when the
+  // application posts its next request would leave after it).
+  const NotifyBatch events;
   auto dispatch = [c = &b](const wire::Packet& p, const link::UdpAddr& from, const link::UdpAddr& to) {
     NetQp* q = c->owner;
     if (c->group) {
@@ -483,23 +488,14 @@ int NetEngine::round(const int* ready, int n, bool* drained, bool ack_per_batch)
     const int rounds = socket ? kMaxRoundsPerSocket : 1;
     for (int r = 0;; ++r) {
       bool more = false;
-      int k;
-      {
-        // The batch's completion events wake the application once all its
-        // packets are handled and their ACKs have left (memory/notify.h: a
-        // reply and its request's ACK often arrive together; an ACK still
-        // held when the application posts its next request would leave
-        // after it).
-        const NotifyBatch events;
-        k = s.src->poll(dispatch, link::UdpEndpoint::kBatch, &more);
-        if (s.may_pass_on()) flush_passed();
-        // Held ACKs wait for the application's next post only while it
-        // polls: one that the batch wakes from a completion channel gets its
-        // reply out after them.
-        if (ack_per_batch || events.raised()) send_acks();
-        b.nt = 0;
-        b.overflow = false;
-      }
+      const int k = s.src->poll(dispatch, link::UdpEndpoint::kBatch, &more);
+      if (s.may_pass_on()) flush_passed();
+      // Held ACKs wait for the application's next post only while it polls:
+      // one that the batch wakes from a completion channel gets its reply
+      // out after them.
+      if (ack_per_batch || events.raised()) send_acks();
+      b.nt = 0;
+      b.overflow = false;
       got += k;
       if (s.kind == Kind::kInbox && k) inbox_used_ = true;
       // A short read: more may wait (a single datagram read from a quiet
