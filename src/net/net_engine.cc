@@ -134,24 +134,20 @@ const NetLinkSettings& NetEngine::settings() {
       else if (strcmp(c, "1") != 0)
         UROCE_ERR("UROCE_SR=%s: not understood (0 or 1); selective repeat on", c);
     }
-    if (const char* t = getenv("UROCE_CC_TARGET_US"); t && *t) {
+    // Variable `name`'s value `t`, a duration in microseconds within
+    // [lo, 10 s], into *ns; else an error and *ns as it was.
+    auto micros = [](const char* name, const char* t, unsigned long lo, uint64_t* ns) {
+      if (!t || !*t) return;
       char* end = nullptr;
       const unsigned long us = strtoul(t, &end, 10);
-      if (*end == 0 && us > 0 && us <= 10'000'000)
-        settings_.cc.target_queue_ns = uint64_t(us) * 1000;
+      if (*end == 0 && us >= lo && us <= 10'000'000)
+        *ns = uint64_t(us) * 1000;
       else
-        UROCE_ERR("UROCE_CC_TARGET_US=%s: not understood (1 to 10000000); %llu", t,
-                  (unsigned long long)(settings_.cc.target_queue_ns / 1000));
-    }
-    if (const char* t = getenv("UROCE_REORDER_US"); t && *t) {
-      char* end = nullptr;
-      const unsigned long us = strtoul(t, &end, 10);
-      if (*end == 0 && us <= 10'000'000)
-        settings_.reorder_ns = uint64_t(us) * 1000;
-      else
-        UROCE_ERR("UROCE_REORDER_US=%s: not understood (0 to 10000000); %llu", t,
-                  (unsigned long long)(settings_.reorder_ns / 1000));
-    }
+        UROCE_ERR("%s=%s: not understood (%lu to 10000000); %llu", name, t, lo,
+                  (unsigned long long)(*ns / 1000));
+    };
+    micros("UROCE_CC_TARGET_US", getenv("UROCE_CC_TARGET_US"), 1, &settings_.cc.target_queue_ns);
+    micros("UROCE_REORDER_US", getenv("UROCE_REORDER_US"), 0, &settings_.reorder_ns);
     if (const char* c = getenv("UROCE_CAPTURE"); c && *c) {
       const std::string path = expand_pid(c);
       auto w = wire::PcapWriter::open(path);
@@ -493,9 +489,12 @@ int NetEngine::round(const int* ready, int n, bool* drained, bool ack_per_batch)
       // Held ACKs wait for the application's next post only while it polls:
       // one that the batch wakes from a completion channel gets its reply
       // out after them.
-      if (ack_per_batch || events.raised()) send_acks();
-      b.nt = 0;
-      b.overflow = false;
+      if (ack_per_batch || events.raised()) {
+        send_acks();
+      } else {
+        b.nt = 0;  // (send_acks starts the next batch's list itself)
+        b.overflow = false;
+      }
       got += k;
       if (s.kind == Kind::kInbox && k) inbox_used_ = true;
       // A short read: more may wait (a single datagram read from a quiet
