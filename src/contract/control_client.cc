@@ -170,9 +170,10 @@ Status ControlClient::connect_or_spawn() {
 }
 
 namespace {
-Status transact(int fd, const Request& req, Reply* rep, int send_fd, int* recv_fd) {
+/// Sends `len` bytes of `msg` (a Request, or a message that starts with one).
+Status transact_msg(int fd, const void* msg, size_t len, Reply* rep, int send_fd, int* recv_fd) {
   if (fd < 0) return Status(ENODEV);
-  if (send_msg_fd(fd, &req, sizeof(req), send_fd) < 0) return Status(ENODEV);
+  if (send_msg_fd(fd, msg, len, send_fd) < 0) return Status(ENODEV);
   int got_fd = -1;
   ssize_t n = recv_msg_fd(fd, rep, sizeof(Reply), &got_fd, kReplyTimeoutMs);
   if (recv_fd)
@@ -182,6 +183,9 @@ Status transact(int fd, const Request& req, Reply* rep, int send_fd, int* recv_f
   if (n == -ETIMEDOUT) return Status(ETIMEDOUT);
   if (n < ssize_t(offsetof(Reply, devices))) return Status(ENODEV);
   return Status(rep->status);
+}
+Status transact(int fd, const Request& req, Reply* rep, int send_fd, int* recv_fd) {
+  return transact_msg(fd, &req, sizeof(req), rep, send_fd, recv_fd);
 }
 /// A request whose answer is a descriptor (the caller's to close): EIO if
 /// the reply carries none.
@@ -393,6 +397,28 @@ Status ControlClient::xsk_steer(uint32_t ifindex, uint32_t qpn, bool on) {
   req.arg[1] = on ? 1 : 0;
   Reply rep;
   return transact(fd_, req, &rep, -1, nullptr);
+}
+
+Status ControlClient::raw_access() {
+  std::lock_guard<std::mutex> g(mu_);
+  Request req{};
+  req.type = uint32_t(MsgType::kRawAccess);
+  Reply rep;
+  return transact(fd_, req, &rep, -1, nullptr);
+}
+
+Status ControlClient::raw_rule(uint32_t ifindex, uint64_t id, const wire::FlowKey& val,
+                               const wire::FlowKey& mask, bool on) {
+  std::lock_guard<std::mutex> g(mu_);
+  control::RawRuleRequest m{};
+  m.req.type = uint32_t(MsgType::kRawRule);
+  m.req.off = id;
+  m.req.arg[0] = ifindex;
+  m.req.arg[1] = on ? 1 : 0;
+  m.val = val;
+  m.mask = mask;
+  Reply rep;
+  return transact_msg(fd_, &m, sizeof(m), &rep, -1, nullptr);
 }
 
 Result<ControlClient::Resolved> ControlClient::resolve_qpn(uint32_t qpn, bool is_srq) {

@@ -9,6 +9,7 @@
 #include "common/status.h"
 #include "contract/device_info.h"
 #include "contract/shm_layout.h"
+#include "wire/flow_key.h"
 
 namespace uroce::control {
 struct Request;
@@ -73,6 +74,12 @@ class ControlClient {
   Result<int> xsk_open(uint32_t ifindex);
   Status xsk_ready(uint32_t ifindex);
   Status xsk_steer(uint32_t ifindex, uint32_t qpn, bool on);
+  /// kRawAccess: OK if this process may use raw Ethernet, else EPERM.
+  Status raw_access();
+  /// kRawRule: frames of interface `ifindex` that val/mask match go to this
+  /// process's AF_XDP socket there (`on`), or rule `id` goes.
+  Status raw_rule(uint32_t ifindex, uint64_t id, const wire::FlowKey& val, const wire::FlowKey& mask,
+                  bool on);
   /// pthread_atfork child handler: drop the inherited connection.
   static void after_fork_child();
 

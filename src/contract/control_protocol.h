@@ -6,6 +6,7 @@
 #include <string>
 
 #include "contract/device_info.h"
+#include "wire/flow_key.h"
 
 namespace uroce::control {
 
@@ -53,6 +54,15 @@ enum class MsgType : uint32_t {
   kXskReady = 16,
   // qpn, arg[1] = 1: frames for this QP (the client's) go to its socket; 0: to the kernel
   kXskSteer = 17,
+  // -> 0 if the client may use raw Ethernet (RAW_PACKET QPs, flow steering
+  // rules: CAP_NET_RAW in its effective set, as the kernel asks), EPERM
+  kRawAccess = 18,
+  // A RawRuleRequest (not a Request): off = the rule's id (the client's),
+  // arg[0] = interface index, arg[1] = 1: the frames it matches go to the
+  // client's AF_XDP socket there; 0: the rule goes. CAP_NET_RAW (EPERM),
+  // the interface's client only (EPERM), at most XdpSteer::kMaxRawRules
+  // rules on an interface (ENOSPC)
+  kRawRule = 19,
 };
 
 struct Request {
@@ -64,6 +74,13 @@ struct Request {
   uint32_t slot;
   uint64_t off;
   uint32_t arg[4];
+};
+
+/// kRawRule's message: a request and the rule (wire/flow_key.h).
+struct RawRuleRequest {
+  Request req;
+  wire::FlowKey val;
+  wire::FlowKey mask;
 };
 
 struct Reply {

@@ -50,6 +50,7 @@ constexpr uint32_t kFence = 1u << 0;
 constexpr uint32_t kSignaled = 1u << 1;
 constexpr uint32_t kSolicited = 1u << 2;
 constexpr uint32_t kInline = 1u << 3;
+constexpr uint32_t kIpCsum = 1u << 4;  // IBV_SEND_IP_CSUM: no checksum offload here (EINVAL)
 }  // namespace send_flags
 
 /// WC flags (IBV_WC_*).

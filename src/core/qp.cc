@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <cstring>
 
 #include "common/clock.h"
 #include "common/log.h"
@@ -17,6 +18,8 @@
 #include "net/net_engine.h"
 #include "net/net_qp.h"
 #include "net/net_route.h"
+#include "net/raw_engine.h"
+#include "net/raw_switch.h"
 
 namespace uroce::core {
 namespace {
@@ -73,12 +76,25 @@ Result<std::unique_ptr<Qp>> Qp::create(Context* ctx, const QpCreateArgs& a) {
       c.max_inline_data > kLimits.max_inline_data)
     return Status(EINVAL);
   const bool xrc_ini = a.type == QpType::kXrcSend, xrc_tgt = a.type == QpType::kXrcRecv;
-  if (a.type != QpType::kRc && a.type != QpType::kUc && a.type != QpType::kUd && !xrc_ini && !xrc_tgt)
+  const bool raw = a.type == QpType::kRawPacket;
+  if (a.type != QpType::kRc && a.type != QpType::kUc && a.type != QpType::kUd && !xrc_ini && !xrc_tgt && !raw)
     return Status(EOPNOTSUPP);
+  if ((a.work_queue || a.rss) && !raw) return Status(EINVAL);
+  if (raw && !a.work_queue) {
+    // Raw frames can carry any address: the kernel asks for CAP_NET_RAW
+    // (uverbs' create_qp), and so does uroced.
+    if (!ctx->ctl()) return Status(EPERM);
+    if (Status st = ctx->ctl()->raw_access(); !st.is_ok()) {
+      UROCE_WARN("RAW_PACKET QP refused: %s",
+                 st.err() == EPERM ? "the process lacks CAP_NET_RAW" : strerror(st.err()));
+      return st;
+    }
+  }
   // XRC (IBA 11.5): an initiator QP has only a send side; a target QP has
   // neither queue: receives come from the XRC SRQ each message names.
-  const bool has_rq = !xrc_ini && !xrc_tgt;
-  if ((!xrc_tgt && !a.send_cq) || (has_rq && !a.recv_cq)) return Status(EINVAL);
+  const bool has_rq = !xrc_ini && !xrc_tgt && !a.rss;
+  const bool has_sq = !xrc_tgt && !a.work_queue && !a.rss;
+  if ((has_sq && !a.send_cq) || (has_rq && !a.recv_cq)) return Status(EINVAL);
   std::unique_ptr<Qp> q(new Qp());
   q->ctx_ = ctx;
   q->type_ = a.type;
@@ -97,6 +113,7 @@ Result<std::unique_ptr<Qp>> Qp::create(Context* ctx, const QpCreateArgs& a) {
   q->shm_off_ = slot->off;
   q->shm_chunk_ = slot->chunk;
   q->shm_ = ctx->seg().at<QpShm>(q->shm_off_);
+  if (!has_sq) q->cap_.max_send_wr = q->cap_.max_send_sge = q->cap_.max_inline_data = 0;
   if (!has_rq) {
     q->cap_.max_recv_wr = q->cap_.max_recv_sge = 0;
     if (xrc_tgt) q->cap_ = QpCaps{};
@@ -136,7 +153,18 @@ Result<std::unique_ptr<Qp>> Qp::create(Context* ctx, const QpCreateArgs& a) {
   if (a.recv_cq) a.recv_cq->refs++;
   if (a.srq) a.srq->refs++;
   q->attr_.cap = q->cap_;
-  if (!xrc_tgt)
+  if (a.rss) q->rss_ = std::make_unique<RssConfig>(*a.rss);
+  if (raw) {
+    // Frames from the wire come through the engine's AF_XDP ports.
+    if (Status st = NetEngine::get().add_raw(); !st.is_ok()) return st;
+    q->raw_user_ = true;
+  }
+  if (raw && has_sq) {
+    const DeviceInfo& d = ctx->dev();
+    // The longest frame: the MTU, an Ethernet header and one VLAN tag.
+    q->raw_engine_ = std::make_unique<RawEngine>(static_cast<QpOwner&>(*q), d.ifindex, q->qpn_, d.if_mtu + 18,
+                                                 NetEngine::get().xdp_port(d, ctx->ctl()));
+  } else if (!xrc_tgt && !raw)
     q->shm_engine_ = std::make_unique<ShmEngine>(ctx, static_cast<QpOwner&>(*q), q->sq_mu_, q->attr_,
                                                  q->type_, q->qpn_, q->shm_);
   return q;
@@ -168,6 +196,10 @@ bool Qp::exists() const {
 Qp::~Qp() {
   if (opened_from_) return;  // a handle from ibv_open_qp owns nothing
   net_close();
+  if (type_ == QpType::kRawPacket) {
+    for (uint64_t h : RawSwitch::get().remove_qp(qpn_)) wire_rule(h, nullptr);
+  }
+  if (raw_user_) NetEngine::get().remove_raw();
   if (shm_engine_) Service::get().remove(shm_engine_.get());
   if (local_id_) slot(local_id_).store(nullptr, std::memory_order_release);
   if (shm_) {
@@ -216,7 +248,9 @@ Status Qp::modify(const QpModifyArgs& a, uint32_t mask) {
   if ((mask & kDestQpn) && a.dest_qpn > 0xffffff) return Status(EINVAL);
   // A RoCE port addresses by GID: an address vector without a global route
   // is refused, as the kernel (rxe) and mlx5 refuse it.
-  if ((mask & kAv) && (!a.av.is_global || a.av.sgid_index >= ctx_->dev().num_gids)) return Status(EINVAL);
+  if ((mask & kAv) && type_ != QpType::kRawPacket &&
+      (!a.av.is_global || a.av.sgid_index >= ctx_->dev().num_gids))
+    return Status(EINVAL);
   if (mask & kAccessFlags) {
     attr_.access_flags = a.access_flags;
     shm_->access_flags = a.access_flags;
@@ -293,12 +327,13 @@ Status Qp::modify(const QpModifyArgs& a, uint32_t mask) {
     // What had begun finishes (a network requester's ACKs may be on the
     // way) and the engine says when; new work waits.
     sqd_notify_.store(attr_.en_sqd_async_notify != 0, std::memory_order_relaxed);
-    if (shm_engine_)
+    if (shm_engine_ || raw_engine_)
       send_engine().drain(true);
     else
       drained();  // an XRC target QP sends nothing
   }
-  if (next == QpState::kRts && cur == QpState::kSqd && shm_engine_) send_engine().drain(false);
+  if (next == QpState::kRts && cur == QpState::kSqd && (shm_engine_ || raw_engine_))
+    send_engine().drain(false);
   return Status::ok();
 }
 

@@ -19,6 +19,7 @@
 #include "common/spin_lock.h"
 #include "common/status.h"
 #include "common/thread_annotations.h"
+#include "contract/flow_rule.h"
 #include "contract/types.h"
 #include "core/context.h"
 #include "core/cq.h"
@@ -42,6 +43,11 @@ struct QpCreateArgs {
   bool sq_sig_all;
   uint64_t user_handle;
   uint32_t xrcd_id;  // XRC target QPs
+  /// RAW_PACKET only: a work queue (ibv_create_wq: a receive queue and its
+  /// CQ, no send side), or a receive-side scaling QP (no queues of its own:
+  /// its rules' frames go to the work queues of `rss`).
+  bool work_queue = false;
+  const RssConfig* rss = nullptr;
 };
 
 class Qp final : private QpOwner {
@@ -91,6 +97,16 @@ class Qp final : private QpOwner {
   /// Attached to a group (ibv_destroy_qp then fails with EBUSY).
   bool mcast_attached();
 
+  // --- flow steering (core/qp_flow.cc): RAW_PACKET QPs
+  /// ibv_create_flow: frames of the QP's device that `r` matches come to
+  /// its receive queue (net/raw_switch.h); the rule's handle. EINVAL for a
+  /// QP of another type; EPERM without CAP_NET_RAW.
+  Result<uint64_t> create_flow(const FlowRule& r);
+  /// ibv_destroy_flow.
+  Status destroy_flow(uint64_t handle);
+  /// Rules name this QP (ibv_destroy_qp then fails with EBUSY).
+  bool has_flows() const;
+
  private:
   Qp() = default;
 
@@ -126,6 +142,10 @@ class Qp final : private QpOwner {
   LinkEngine& engine_for(const SendWqe& w) REQUIRES(sq_mu_);
   /// The engine that carries the send queue as a whole (SQD drains it).
   LinkEngine& send_engine() REQUIRES(sq_mu_);
+
+  /// attach_mcast / detach_mcast of a RAW_PACKET QP (core/qp_flow.cc).
+  Status raw_attach(const uint8_t gid[16]) REQUIRES(sq_mu_);
+  Status raw_detach(const uint8_t gid[16]) REQUIRES(sq_mu_);
 
   // --- the network link (core/qp_send.cc)
   /// INIT -> RTR toward a peer not on this host: the network engine.
@@ -183,8 +203,22 @@ class Qp final : private QpOwner {
   /// send to this host's peers through it).
   std::unique_ptr<ShmEngine> shm_engine_;
   std::unique_ptr<NetQp> net_ GUARDED_BY(sq_mu_);
+  /// A RAW_PACKET QP's engine (it has no other; a work queue or an RSS QP
+  /// has none).
+  std::unique_ptr<LinkEngine> raw_engine_;
+  std::unique_ptr<RssConfig> rss_;  // an RSS QP's hash and table
+  bool raw_user_ = false;           // counted in NetEngine::add_raw
+  /// Rule `handle` of the raw switch on the wire too: uroced's program
+  /// steers the frames `r` matches to this process's AF_XDP socket for the
+  /// device's interface, if it has one (`r` null: the rule goes).
+  Status wire_rule(uint64_t handle, const FlowRule* r);
   NetCounters* counters_ = nullptr;                 // net_'s counters, in the context's segment
   std::vector<uint32_t> mcast_ GUARDED_BY(sq_mu_);  // groups attached (IPv4, network order)
+  struct RawGroup {
+    uint8_t mac[6];
+    uint64_t handle;  // its rule in the raw switch
+  };
+  std::vector<RawGroup> raw_groups_ GUARDED_BY(sq_mu_);  // a RAW_PACKET QP's groups
 };
 
 /// Process-wide table of local QPs by local id (completions name their QP).

@@ -21,8 +21,9 @@ namespace {
 bool opcode_ok(QpType t, WrOpcode op) {
   switch (op) {
     case WrOpcode::kSend:
-    case WrOpcode::kSendWithImm:
       return true;
+    case WrOpcode::kSendWithImm:
+      return t != QpType::kRawPacket;  // a frame has no room for immediate data
     case WrOpcode::kRdmaWrite:
     case WrOpcode::kRdmaWriteWithImm:
       return t == QpType::kRc || t == QpType::kUc || t == QpType::kXrcSend;
@@ -64,6 +65,9 @@ Status Qp::post_send(const SendWqe& w) {
   if (w.num_sge > cap_.max_send_sge) return Status(EINVAL);
   if (!opcode_ok(type_, w.opcode)) return Status(EINVAL);
   if (type_ == QpType::kUd && !w.av) return Status(EINVAL);
+  // Checksum offload: the device does not advertise IBV_DEVICE_RAW_IP_CSUM
+  // (mlx5 answers EINVAL to a QP without it).
+  if (w.flags & send_flags::kIpCsum) return Status(EINVAL);
   if (w.flags & send_flags::kInline) {
     if (is_atomic(w.opcode) || w.opcode == WrOpcode::kRdmaRead) return Status(EINVAL);
     uint64_t len = 0;
@@ -78,11 +82,13 @@ Status Qp::post_send(const SendWqe& w) {
 }
 
 LinkEngine& Qp::engine_for(const SendWqe& w) {
+  if (raw_engine_) return *raw_engine_;
   if (net_ && (type_ != QpType::kUd || net_->takes(*w.av))) return *net_;
   return *shm_engine_;
 }
 
 LinkEngine& Qp::send_engine() {
+  if (raw_engine_) return *raw_engine_;
   // A UD QP's network sends complete as they leave: its intra-host engine
   // is the one that may hold work.
   if (net_ && type_ != QpType::kUd) return *net_;
@@ -202,6 +208,7 @@ void Qp::net_close() {
 
 Status Qp::attach_mcast(const uint8_t gid[16]) {
   Guard<AdaptiveLock> g(sq_mu_);
+  if (type_ == QpType::kRawPacket) return raw_attach(gid);
   uint32_t group;
   if (type_ != QpType::kUd || !v4_multicast(gid, &group)) return Status(EINVAL);
   // Groups are joined on the network (the kernel copies each datagram to
@@ -219,6 +226,7 @@ Status Qp::attach_mcast(const uint8_t gid[16]) {
 
 Status Qp::detach_mcast(const uint8_t gid[16]) {
   Guard<AdaptiveLock> g(sq_mu_);
+  if (type_ == QpType::kRawPacket) return raw_detach(gid);
   uint32_t group;
   if (type_ != QpType::kUd || !v4_multicast(gid, &group)) return Status(EINVAL);
   for (auto it = mcast_.begin(); it != mcast_.end(); ++it)
@@ -232,7 +240,7 @@ Status Qp::detach_mcast(const uint8_t gid[16]) {
 
 bool Qp::mcast_attached() {
   Guard<AdaptiveLock> g(sq_mu_);
-  return !mcast_.empty();
+  return !mcast_.empty() || !raw_groups_.empty();
 }
 
 }  // namespace uroce::core

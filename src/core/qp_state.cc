@@ -11,7 +11,7 @@ struct Rule {
   bool valid;
 };
 
-enum Kind { kUdK = 0, kUcK = 1, kRcK = 2, kXrcIniK = 3, kXrcTgtK = 4 };
+enum Kind { kUdK = 0, kUcK = 1, kRcK = 2, kXrcIniK = 3, kXrcTgtK = 4, kRawK = 5 };
 
 Kind kind_of(QpType t) {
   switch (t) {
@@ -23,6 +23,8 @@ Kind kind_of(QpType t) {
       return kXrcIniK;
     case QpType::kXrcRecv:
       return kXrcTgtK;
+    case QpType::kRawPacket:
+      return kRawK;
     default:
       return kRcK;
   }
@@ -32,7 +34,23 @@ Kind kind_of(QpType t) {
 // XRC annex) follows RC, except that an initiator QP, which never responds,
 // needs no responder attributes at RTR, and a target QP, which never
 // requests, needs no requester retry attributes at RTS.
+// RAW_PACKET (ibv_modify_qp(3)): INIT = STATE, PORT; RTR = STATE; RTS =
+// STATE. An address vector at RTR carries only a service level (perftest's
+// --raw_qos).
+Rule raw_rule(QpState cur, QpState next) {
+  if (next == QpState::kReset || next == QpState::kErr) return {0, 0, cur != QpState::kUnknown};
+  if (cur == QpState::kReset && next == QpState::kInit) return {kPort, 0, true};
+  if (cur == QpState::kInit && next == QpState::kInit) return {0, kPort, true};
+  if (cur == QpState::kInit && next == QpState::kRtr) return {0, kAv, true};
+  if ((cur == QpState::kRtr || cur == QpState::kRts || cur == QpState::kSqd || cur == QpState::kSqe) &&
+      next == QpState::kRts)
+    return {0, kCurState, true};
+  if (cur == QpState::kRts && next == QpState::kSqd) return {0, kEnSqdAsyncNotify, true};
+  return {0, 0, false};
+}
+
 Rule rule(Kind k, QpState cur, QpState next) {
+  if (k == kRawK) return raw_rule(cur, next);
   const bool ud = k == kUdK, uc = k == kUcK || (k == kXrcIniK && cur == QpState::kInit);
   if (next == QpState::kReset || next == QpState::kErr) {
     if (cur == QpState::kUnknown) return {0, 0, false};

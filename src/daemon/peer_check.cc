@@ -1,9 +1,18 @@
 #include "daemon/peer_check.h"
 
+#include <linux/capability.h>
+#include <signal.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
+
+#ifndef SO_PEERPIDFD
+#define SO_PEERPIDFD 77  // Linux 6.5 (Debian 12's headers predate it)
+#endif
 
 namespace uroce::daemon {
 
@@ -31,6 +40,32 @@ PeerCheck check_peer(int fd, long trusted_gid) {
     for (size_t i = 0; i < glen / sizeof(gid_t); ++i)
       if (groups[i] == gid_t(trusted_gid)) p.trusted = true;
   return p;
+}
+
+bool peer_has_net_raw(int fd, pid_t pid) {
+  int pidfd = -1;
+  socklen_t len = sizeof(pidfd);
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &len) != 0 || len != sizeof(pidfd)) {
+    pidfd = int(syscall(SYS_pidfd_open, pid, 0));
+    if (pidfd < 0) return false;
+  }
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/%d/status", int(pid));
+  bool has = false;
+  if (FILE* f = fopen(path, "re")) {
+    char line[256];
+    while (fgets(line, sizeof(line), f))
+      if (strncmp(line, "CapEff:", 7) == 0) {
+        const unsigned long long eff = strtoull(line + 7, nullptr, 16);
+        has = (eff >> CAP_NET_RAW) & 1;
+        break;
+      }
+    fclose(f);
+  }
+  // Still the process the pidfd names: its PID was not reused while /proc was read.
+  if (has && syscall(SYS_pidfd_send_signal, pidfd, 0, nullptr, 0) != 0) has = false;
+  ::close(pidfd);
+  return has;
 }
 
 long trusted_gid_from_env() {

@@ -8,6 +8,8 @@
 #include <cstring>
 
 #include "common/clock.h"
+#include "common/log.h"
+#include "daemon/peer_check.h"
 
 namespace uroce::daemon {
 
@@ -68,6 +70,23 @@ void Requests::linger(const Request& req, int passed) {
   if (lingers_.owns(passed) && hooks_.watch) hooks_.watch(passed);
 }
 
+Requests::Answer Requests::raw_rule(int fd, const control::RawRuleRequest& m) {
+  Answer a;
+  a.reply = std::make_unique<Reply>();
+  memset(a.reply.get(), 0, sizeof(Reply));
+  a.len = offsetof(Reply, devices);
+  Reply* reply = a.reply.get();
+  if (!hooks_.xdp) {
+    reply->status = EOPNOTSUPP;
+  } else if (m.req.arg[1] && !peer_has_net_raw(fd, clients_[fd].pid)) {
+    // As the kernel asks at every ibv_create_flow.
+    reply->status = EPERM;
+  } else {
+    reply->status = hooks_.xdp->raw_rule(fd, m.req.arg[0], m.req.off, m.val, m.mask, m.req.arg[1] != 0).err();
+  }
+  return a;
+}
+
 void Requests::alloc_qpns(int fd, const control::Request& req, uint32_t ctx_id, control::Reply* reply) {
   // A batch: QPNs for the QPs at off, off + stride, ... (as many as the
   // client's share allows, at least one).
@@ -84,6 +103,14 @@ void Requests::alloc_qpns(int fd, const control::Request& req, uint32_t ctx_id, 
 Requests::Answer Requests::handle(int fd, const void* msg, size_t len, int passed) {
   Answer a;
   auto it = clients_.find(fd);
+  if (it != clients_.end() && len == sizeof(control::RawRuleRequest) && !it->second.refused) {
+    control::RawRuleRequest m;
+    memcpy(&m, msg, sizeof(m));
+    if (MsgType(m.req.type) == MsgType::kRawRule) {
+      if (passed >= 0) ::close(passed);
+      return raw_rule(fd, m);
+    }
+  }
   if (it == clients_.end() || len != sizeof(Request)) {
     // Not a request of this protocol (truncated, oversized): the client
     // is confused or hostile; either way the conversation is over.
@@ -222,6 +249,12 @@ Requests::Answer Requests::handle(int fd, const void* msg, size_t len, int passe
         reply->status = EPERM;  // another process's QP: never steered to this one
       else
         reply->status = hooks_.xdp->steer(fd, req.arg[0], req.qpn, req.arg[1] != 0).err();
+      break;
+    case MsgType::kRawAccess:
+      if (!peer_has_net_raw(fd, clients_[fd].pid)) {
+        reply->status = EPERM;
+        UROCE_WARN("process %d: raw Ethernet refused: no CAP_NET_RAW", int(clients_[fd].pid));
+      }
       break;
     case MsgType::kLinger:
       if (passed >= 0) linger(req, passed);

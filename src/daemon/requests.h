@@ -87,6 +87,8 @@ class Requests {
     bool refused = false;  // another user's process
   };
   void linger(const control::Request& req, int passed);
+  /// kRawRule (a RawRuleRequest).
+  Answer raw_rule(int fd, const control::RawRuleRequest& m);
 
   int host_shm_fd_;
   Hooks hooks_;

@@ -232,7 +232,8 @@ class Server {
     }
     // The largest message of the protocols and a little more, so that an
     // oversized one is seen as such (Requests::handle drops its sender).
-    alignas(cmproto::Msg) uint8_t buf[std::max(sizeof(Request), sizeof(cmproto::Msg)) + 64];
+    alignas(cmproto::Msg)
+        uint8_t buf[std::max({sizeof(Request), sizeof(control::RawRuleRequest), sizeof(cmproto::Msg)}) + 64];
     int passed = -1;
     ssize_t n = recv_msg_fd(fd, buf, sizeof(buf), &passed, 0);
     if (n == -ETIMEDOUT && !(events & (EPOLLHUP | EPOLLRDHUP | EPOLLERR))) return;

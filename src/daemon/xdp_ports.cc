@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <vector>
 
 #include "common/log.h"
 
@@ -79,6 +80,49 @@ Status XdpPorts::steer(int client, uint32_t ifindex, uint32_t qpn, bool on) {
   }
   if (Status st = p.steer->steer(qpn, 0); !st.is_ok()) return st;
   p.qpns.insert(qpn);
+  return Status::ok();
+}
+
+Status XdpPorts::raw_rule(int client, uint32_t ifindex, uint64_t id, const wire::FlowKey& val,
+                          const wire::FlowKey& mask, bool on) {
+  auto it = ports_.find(ifindex);
+  if (it == ports_.end() || it->second.client != client) return Status(EPERM);
+  Port& p = it->second;
+  auto at = p.raw_at.find(id);
+  if (!on) {
+    if (at == p.raw_at.end()) return Status(ENOENT);
+    // The last rule moves into the hole: the count drops first, so the
+    // program never matches a half-written entry, then the moved rule is
+    // written where the removed one was.
+    const uint32_t hole = at->second, last = uint32_t(p.raw.size() - 1);
+    p.raw_at.erase(at);
+    if (Status st = p.steer->set_raw_count(last); !st.is_ok()) return st;
+    if (hole != last) {
+      p.raw[hole] = p.raw[last];
+      p.raw_at[p.raw[hole].first] = hole;
+      if (Status st = p.steer->set_raw_rule(hole, p.raw[hole].second); !st.is_ok()) return st;
+      if (Status st = p.steer->set_raw_count(last); !st.is_ok()) return st;
+    }
+    p.raw.pop_back();
+    return Status::ok();
+  }
+  XdpSteer::RawRule r{};
+  r.val = val;
+  r.mask = mask;
+  // Only masked bits: the program compares (key & mask) with val.
+  auto* v = reinterpret_cast<uint8_t*>(&r.val);
+  const auto* m = reinterpret_cast<const uint8_t*>(&r.mask);
+  for (size_t i = 0; i < sizeof(r.val); ++i) v[i] &= m[i];
+  if (at != p.raw_at.end()) {  // the same id again: the rule changes in place
+    p.raw[at->second].second = r;
+    return p.steer->set_raw_rule(at->second, r);
+  }
+  if (p.raw.size() >= XdpSteer::kMaxRawRules) return Status(ENOSPC);
+  const uint32_t i = uint32_t(p.raw.size());
+  if (Status st = p.steer->set_raw_rule(i, r); !st.is_ok()) return st;
+  if (Status st = p.steer->set_raw_count(i + 1); !st.is_ok()) return st;
+  p.raw.emplace_back(id, r);
+  p.raw_at[id] = i;
   return Status::ok();
 }
 

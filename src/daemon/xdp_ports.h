@@ -13,6 +13,8 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <utility>
+#include <vector>
 
 #include "common/status.h"
 #include "daemon/xdp_steer.h"
@@ -37,6 +39,11 @@ class XdpPorts {
   /// Frames for QP `qpn` go to the client's socket (`on`) or back to the
   /// kernel. Only the interface's client; `qpn` must be that client's.
   Status steer(int client, uint32_t ifindex, uint32_t qpn, bool on);
+  /// Frames of interface `ifindex` that val/mask match go to the client's
+  /// socket (`on`; rule `id` of the client's), or the rule goes. Only the
+  /// interface's client (EPERM); ENOSPC past XdpSteer::kMaxRawRules.
+  Status raw_rule(int client, uint32_t ifindex, uint64_t id, const wire::FlowKey& val,
+                  const wire::FlowKey& mask, bool on);
   /// The client freed QP number `qpn`: it is no longer steered.
   void qpn_freed(int client, uint32_t qpn);
   /// The client is gone: its interfaces go back to the kernel.
@@ -51,6 +58,10 @@ class XdpPorts {
     bool ready = false;
     std::unique_ptr<XdpSteer> steer;
     std::set<uint32_t> qpns;
+    // Flow rules: the program's [0, raw.size()) in this order, and where
+    // each of the client's ids is.
+    std::vector<std::pair<uint64_t, XdpSteer::RawRule>> raw;
+    std::map<uint64_t, uint32_t> raw_at;
   };
   void release(std::map<uint32_t, Port>::iterator it);
   XdpSteer::Mode mode_;

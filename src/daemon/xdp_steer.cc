@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstdarg>
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <mutex>
@@ -19,6 +20,10 @@ extern "C" const unsigned char uroce_roce_steer_obj[];
 extern "C" const unsigned char uroce_roce_steer_obj_end[];
 
 namespace uroce::daemon {
+
+// The program's raw_rule is this struct, byte for byte.
+static_assert(sizeof(XdpSteer::RawRule) == 2 * 72 + 8);
+static_assert(offsetof(wire::FlowKey, layers) == 36 && offsetof(wire::FlowKey, src_ip6) == 40);
 
 namespace {
 
@@ -51,7 +56,11 @@ Result<std::unique_ptr<XdpSteer>> XdpSteer::attach(int ifindex, Mode mode) {
   s->xsks_fd_ = bpf_object__find_map_fd_by_name(s->obj_, "xsks");
   s->qps_fd_ = bpf_object__find_map_fd_by_name(s->obj_, "qp_socks");
   s->counts_fd_ = bpf_object__find_map_fd_by_name(s->obj_, "counts");
-  if (!prog || s->xsks_fd_ < 0 || s->qps_fd_ < 0 || s->counts_fd_ < 0) return Status(ENOENT);
+  s->raw_rules_fd_ = bpf_object__find_map_fd_by_name(s->obj_, "raw_rules");
+  s->raw_count_fd_ = bpf_object__find_map_fd_by_name(s->obj_, "raw_count");
+  if (!prog || s->xsks_fd_ < 0 || s->qps_fd_ < 0 || s->counts_fd_ < 0 || s->raw_rules_fd_ < 0 ||
+      s->raw_count_fd_ < 0)
+    return Status(ENOENT);
   LIBBPF_OPTS(bpf_link_create_opts, link_opts,
               .flags = uint32_t(mode == Mode::kGeneric ? XDP_FLAGS_SKB_MODE : XDP_FLAGS_DRV_MODE));
   s->link_fd_ = bpf_link_create(bpf_program__fd(prog), ifindex, BPF_XDP, &link_opts);
@@ -81,6 +90,19 @@ Status XdpSteer::steer(uint32_t qpn, uint32_t slot) {
 
 void XdpSteer::unsteer(uint32_t qpn) { (void)bpf_map_delete_elem(qps_fd_, &qpn); }
 
+Status XdpSteer::set_raw_rule(uint32_t i, const RawRule& r) {
+  if (i >= kMaxRawRules) return Status(ENOSPC);
+  if (bpf_map_update_elem(raw_rules_fd_, &i, &r, BPF_ANY) != 0) return Status(errno);
+  return Status::ok();
+}
+
+Status XdpSteer::set_raw_count(uint32_t n) {
+  if (n > kMaxRawRules) return Status(ENOSPC);
+  uint32_t zero = 0;
+  if (bpf_map_update_elem(raw_count_fd_, &zero, &n, BPF_ANY) != 0) return Status(errno);
+  return Status::ok();
+}
+
 XdpSteer::Counts XdpSteer::counts() const {
   Counts c;
   const int cpus = libbpf_num_possible_cpus();
@@ -92,6 +114,9 @@ XdpSteer::Counts XdpSteer::counts() const {
   key = 1;
   if (bpf_map_lookup_elem(counts_fd_, &key, v.data()) == 0)
     for (uint64_t x : v) c.passed += x;
+  key = 2;
+  if (bpf_map_lookup_elem(counts_fd_, &key, v.data()) == 0)
+    for (uint64_t x : v) c.raw += x;
   return c;
 }
 

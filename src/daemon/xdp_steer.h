@@ -8,8 +8,10 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "common/status.h"
+#include "wire/flow_key.h"
 
 struct bpf_object;  // libbpf
 
@@ -40,10 +42,23 @@ class XdpSteer {
   /// Frames for destination QP `qpn` go to the socket in `slot`.
   Status steer(uint32_t qpn, uint32_t slot);
   void unsteer(uint32_t qpn);
+  /// A flow steering rule as the program matches it (its raw_rule).
+  struct RawRule {
+    wire::FlowKey val;
+    wire::FlowKey mask;
+    uint32_t slot = 0;
+    uint32_t pad = 0;
+  };
+  static constexpr uint32_t kMaxRawRules = 1024;  // the program's MAX_RAW_RULES
+  /// The program's rule `i` (of [0, count) in use: set_raw_count).
+  Status set_raw_rule(uint32_t i, const RawRule& r);
+  /// Rules [0, n) are in use: the frames they match go to their slots'
+  /// sockets (the first that matches); ENOSPC beyond kMaxRawRules.
+  Status set_raw_count(uint32_t n);
   /// Frames the program sent to a socket, and RoCE v2 frames it passed to
   /// the kernel for want of one (summed over CPUs).
   struct Counts {
-    uint64_t steered = 0, passed = 0;
+    uint64_t steered = 0, passed = 0, raw = 0;  // raw: by a flow rule
   };
   Counts counts() const;
   int ifindex() const { return ifindex_; }
@@ -52,7 +67,7 @@ class XdpSteer {
   XdpSteer() = default;
   ::bpf_object* obj_ = nullptr;
   int link_fd_ = -1;
-  int xsks_fd_ = -1, qps_fd_ = -1, counts_fd_ = -1;
+  int xsks_fd_ = -1, qps_fd_ = -1, counts_fd_ = -1, raw_rules_fd_ = -1, raw_count_fd_ = -1;
   int ifindex_ = 0;
 };
 

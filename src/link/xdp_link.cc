@@ -94,6 +94,19 @@ Status XdpPort::emit(std::span<const uint8_t> ib, const UdpAddr& from, const Udp
   return Status::ok();
 }
 
+Status XdpPort::send_frame(std::span<const uint8_t> frame) {
+  std::lock_guard<SpinLock> g(tx_mu_);
+  std::span<uint8_t> f = xsk_->tx_frame();
+  if (f.size() < frame.size()) {
+    ++stats_->send_full;
+    return Status(f.empty() ? EAGAIN : EMSGSIZE);
+  }
+  memcpy(f.data(), frame.data(), frame.size());
+  xsk_->tx_commit(frame.size());
+  ++stats_->raw_sent;
+  return Status::ok();
+}
+
 void XdpPort::flush() {
   std::lock_guard<SpinLock> g(tx_mu_);
   xsk_->flush();
@@ -112,6 +125,10 @@ int XdpPort::poll(OnPacket on_packet, int max, bool* more) {
 }
 
 void XdpPort::on_frame(std::span<const uint8_t> f, OnPacket on_packet) {
+  if (opt_.raw && opt_.raw(f)) {
+    ++stats_->raw_received;
+    return;
+  }
   if (f.size() < kEth + wire::kIpv4HeaderBytes + wire::kUdpHeaderBytes) {
     ++stats_->not_roce;
     return;

@@ -13,8 +13,10 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <vector>
 
 #include "common/counted.h"
@@ -37,11 +39,15 @@ class XdpPort final : public PacketSource {
     std::shared_ptr<wire::PcapWriter> capture;
     /// Frames leave marked ECN-capable (ECT(0)); see UdpEndpoint::Options::ecn.
     bool ecn = false;
+    /// Sees every received frame first; true: it was taken (a RAW_PACKET
+    /// QP's flow rule claimed it) and is not a RoCE packet of this port's.
+    std::function<bool(std::span<const uint8_t>)> raw;
   };
   struct Stats {
     uint64_t sent = 0, send_full = 0, received = 0, bad_icrc = 0, malformed = 0, not_roce = 0, cnp = 0;
     uint64_t gso_runs = 0;                        // frames that held a UDP GSO send's packets (on_gso_run)
     uint64_t sent_bytes = 0, received_bytes = 0;  // RoCE packets, BTH to ICRC
+    uint64_t raw_sent = 0, raw_received = 0;      // whole frames of RAW_PACKET QPs (send_frame, Options::raw)
   };
   /// What one QP moved through the port (NetCounters::xdp; the port's
   /// own Stats cover every QP's frames and the frames no QP got).
@@ -61,7 +67,11 @@ class XdpPort final : public PacketSource {
   /// socket buffer's drop does). Counted into `qs` too when given.
   Status send(wire::Packet& p, const UdpAddr& from, const UdpAddr& to, const uint8_t dst_mac[6],
               QpStats* qs = nullptr);
-  /// Sends what send() queued (one system call: copy mode's kick).
+  /// Queues a whole Ethernet frame as it is (a RAW_PACKET QP's SEND);
+  /// EAGAIN when every send frame is in flight, EMSGSIZE when it does not
+  /// fit one.
+  Status send_frame(std::span<const uint8_t> frame);
+  /// Sends what send() and send_frame() queued (one system call: copy mode's kick).
   void flush();
   /// Sends a packet the fault injector still holds back (call when idle).
   void flush_faults();

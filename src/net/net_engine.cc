@@ -24,6 +24,7 @@
 #include "memory/notify.h"
 #include "memory/peer_map.h"
 #include "net/net_engine_tuning.h"
+#include "net/raw_switch.h"
 #include "net/ud_forward.h"
 #include "wire/cm_mad.h"
 
@@ -177,8 +178,7 @@ void NetEngine::drop_source(size_t i) {
   sources_[i] = Source{};
 }
 
-Status NetEngine::add(NetQp* q) {
-  std::lock_guard<std::mutex> g(run_mu_);
+Status NetEngine::start() {
   if (!started_) {
     ep_ = epoll_create1(EPOLL_CLOEXEC);
     ep_timers_ = epoll_create1(EPOLL_CLOEXEC);
@@ -200,11 +200,34 @@ Status NetEngine::add(NetQp* q) {
     fork_gate_.starting();
     std::thread([this] { loop(); }).detach();
   }
+  return Status::ok();
+}
+
+Status NetEngine::add(NetQp* q) {
+  std::lock_guard<std::mutex> g(run_mu_);
+  if (Status st = start(); !st.is_ok()) return st;
   if (add_source(Source{Source::Kind::kQp, &q->rx(), q}) < 0) return Status(errno);
   by_qpn_[q->qpn()] = q;
   ++n_qps_;
   n_active_.fetch_add(1, std::memory_order_relaxed);
   return Status::ok();
+}
+
+Status NetEngine::add_raw() {
+  std::lock_guard<std::mutex> g(run_mu_);
+  if (Status st = start(); !st.is_ok()) return st;
+  // The ports lent before the engine started are read from now on.
+  for (const Xdp& x : xdp_)
+    if (x.port && std::none_of(sources_.begin(), sources_.end(),
+                               [&](const Source& s) { return s.src == x.port.get(); }))
+      (void)add_source(Source{Source::Kind::kXdp, x.port.get(), nullptr});
+  n_active_.fetch_add(1, std::memory_order_relaxed);
+  return Status::ok();
+}
+
+void NetEngine::remove_raw() {
+  std::lock_guard<std::mutex> g(run_mu_);
+  n_active_.fetch_sub(1, std::memory_order_relaxed);
 }
 
 void NetEngine::remove(NetQp* q) {
@@ -293,6 +316,11 @@ link::XdpPort* NetEngine::xdp_port(const DeviceInfo& d, ControlClient* ctl) {
     o.faults = link.faults;
     o.capture = link.capture;
     o.ecn = link.cc.enabled;  // as the UDP link's (net/net_qp_open.cc)
+    // Frames the flow rules of this process's RAW_PACKET QPs claim (uroced's
+    // program steers them here too) go to those QPs.
+    o.raw = [ifindex = d.ifindex](std::span<const uint8_t> f) {
+      return RawSwitch::get().any() && RawSwitch::get().received(ifindex, f);
+    };
     x.port = std::make_unique<link::XdpPort>(std::move(xsk.value()), o);
   }
   if (why)

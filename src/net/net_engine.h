@@ -35,6 +35,10 @@ class NetEngine {
   Status add(NetQp* q);
   /// Stops touching `q`; returns once no call into it is running.
   void remove(NetQp* q);
+  /// A RAW_PACKET QP of this process: the engine runs (its AF_XDP ports are
+  /// read, and the application's polls read them) until remove_raw.
+  Status add_raw();
+  void remove_raw();
   /// Reads `ep` too, a receiving socket of `q` beside its own: a multicast
   /// group's (NetQp::join; only packets for QP 0xFFFFFF go to `q`) or
   /// another address's (NetQp::add_address; packets go by destination QP as
@@ -101,6 +105,8 @@ class NetEngine {
   };
 
   NetEngine();
+  /// The epoll sets, the inbox and the thread, once (run_mu_ held).
+  Status start();
   void loop();
   void catch_up_slow();
   /// Adds `s` to sources_ and epoll (run_mu_ held); its index, or -1.

@@ -226,7 +226,7 @@ static void fill_device_attr(UDevice* d, ibv_device_attr* a) {
   a->device_cap_flags = IBV_DEVICE_BAD_PKEY_CNTR | IBV_DEVICE_BAD_QKEY_CNTR | IBV_DEVICE_SYS_IMAGE_GUID |
                         IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_N_NOTIFY_CQ | IBV_DEVICE_XRC |
                         IBV_DEVICE_PORT_ACTIVE_EVENT | IBV_DEVICE_CHANGE_PHY_PORT | IBV_DEVICE_MEM_WINDOW |
-                        IBV_DEVICE_MEM_WINDOW_TYPE_2B;
+                        IBV_DEVICE_MEM_WINDOW_TYPE_2B | IBV_DEVICE_MANAGED_FLOW_STEERING;
   a->max_sge = int(kLimits.max_sge);
   a->max_sge_rd = int(kLimits.max_sge_rd);
   a->max_cq = int(kLimits.max_cq);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "contract/device_info.h"
+#include "contract/flow_rule.h"
 #include "contract/types.h"
 #include "core/context.h"
 #include "core/cq.h"
@@ -104,6 +105,25 @@ struct USrq {
   UXrcd* xrcd;  // XRC SRQs
 };
 
+/// A work queue (wq.cc): a receive queue and its CQ, the core's RAW_PACKET
+/// QP without a send side.
+struct UWq {
+  ibv_wq wq;
+  std::unique_ptr<core::Qp> core;
+  UPd* upd;
+  UCq* cq;
+  std::atomic<int> refs{0};  // indirection tables naming it
+};
+inline UWq* uwq(ibv_wq* w) { return reinterpret_cast<UWq*>(w); }
+
+/// An indirection table of work queues (wq.cc).
+struct UIndTable {
+  ibv_rwq_ind_table table;
+  std::vector<UWq*> wqs;
+  std::atomic<int> refs{0};  // RSS QPs using it
+};
+inline UIndTable* uind(ibv_rwq_ind_table* t) { return reinterpret_cast<UIndTable*>(t); }
+
 /// State of one ibv_wr_start()..ibv_wr_complete() batch.
 struct WrBatch {
   std::vector<ibv_send_wr> wrs;
@@ -120,7 +140,8 @@ struct UQp {
   UCq* send_cq;
   UCq* recv_cq;
   USrq* srq;
-  UXrcd* xrcd;  // XRC target QPs
+  UXrcd* xrcd;           // XRC target QPs
+  UIndTable* ind_table;  // RSS QPs
   WrBatch batch;
 };
 
@@ -167,6 +188,15 @@ int op_query_device_ex(ibv_context* ctx, const ibv_query_device_ex_input* in, ib
 ibv_cq_ex* op_create_cq_ex(ibv_context* ctx, ibv_cq_init_attr_ex* attr);
 ibv_qp* op_create_qp_ex(ibv_context* ctx, ibv_qp_init_attr_ex* attr);
 ibv_qp* op_open_qp(ibv_context* ctx, ibv_qp_open_attr* attr);
+ibv_flow* op_create_flow(ibv_qp* qp, ibv_flow_attr* attr);
+int op_destroy_flow(ibv_flow* flow);
+ibv_wq* op_create_wq(ibv_context* ctx, ibv_wq_init_attr* attr);
+int op_modify_wq(ibv_wq* wq, ibv_wq_attr* attr);
+int op_destroy_wq(ibv_wq* wq);
+ibv_rwq_ind_table* op_create_rwq_ind_table(ibv_context* ctx, ibv_rwq_ind_table_init_attr* attr);
+int op_destroy_rwq_ind_table(ibv_rwq_ind_table* table);
+/// Checks a flow attribute and its specs (flow.cc); 0 and the rule, or an errno.
+int parse_flow_attr(const ibv_flow_attr* a, core::FlowRule* r);
 ibv_srq* op_create_srq_ex(ibv_context* ctx, ibv_srq_init_attr_ex* attr);
 int op_get_srq_num(ibv_srq* srq, uint32_t* srq_num);
 ibv_xrcd* op_open_xrcd(ibv_context* ctx, ibv_xrcd_init_attr* attr);

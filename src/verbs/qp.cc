@@ -57,17 +57,46 @@ constexpr uint64_t kSupportedSendOps = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WIT
                                        IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_SEND_WITH_INV |
                                        IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_LOCAL_INV;
 
+/// The hash and table of an RSS QP; 0 or an errno (mlx5's answers).
+int rss_config(const ibv_qp_init_attr_ex* a, core::RssConfig* c) {
+  constexpr uint32_t kBoth = IBV_QP_INIT_ATTR_IND_TABLE | IBV_QP_INIT_ATTR_RX_HASH;
+  if (a->qp_type != IBV_QPT_RAW_PACKET || (a->comp_mask & kBoth) != kBoth || !a->rwq_ind_tbl) return EINVAL;
+  const ibv_rx_hash_conf& h = a->rx_hash_conf;
+  if (h.rx_hash_function != IBV_RX_HASH_FUNC_TOEPLITZ) return EOPNOTSUPP;
+  if (h.rx_hash_key_len != 40 || !h.rx_hash_key) return EINVAL;  // Toeplitz's 40-byte key
+  constexpr uint64_t kFields = IBV_RX_HASH_SRC_IPV4 | IBV_RX_HASH_DST_IPV4 | IBV_RX_HASH_SRC_IPV6 |
+                               IBV_RX_HASH_DST_IPV6 | IBV_RX_HASH_SRC_PORT_TCP | IBV_RX_HASH_DST_PORT_TCP |
+                               IBV_RX_HASH_SRC_PORT_UDP | IBV_RX_HASH_DST_PORT_UDP;
+  if (h.rx_hash_fields_mask & ~kFields) return EOPNOTSUPP;
+  std::memcpy(c->key, h.rx_hash_key, h.rx_hash_key_len);
+  c->key_len = h.rx_hash_key_len;
+  c->fields = h.rx_hash_fields_mask;
+  for (UWq* w : uind(a->rwq_ind_tbl)->wqs) c->wq_qpns.push_back(w->core->qpn());
+  return 0;
+}
+
 ibv_qp* create_qp_common(ibv_context* ctx, ibv_qp_init_attr_ex* a) {
   const bool xrc_ini = a->qp_type == IBV_QPT_XRC_SEND, xrc_tgt = a->qp_type == IBV_QPT_XRC_RECV;
+  const bool raw = a->qp_type == IBV_QPT_RAW_PACKET;
   if (a->qp_type != IBV_QPT_RC && a->qp_type != IBV_QPT_UC && a->qp_type != IBV_QPT_UD && !xrc_ini &&
-      !xrc_tgt) {
+      !xrc_tgt && !raw) {
     errno = EOPNOTSUPP;
     return nullptr;
+  }
+  // Receive-side scaling (man ibv_create_qp_ex): a RAW_PACKET QP with an
+  // indirection table of work queues and a Toeplitz hash, no queues of its own.
+  const bool rss = (a->comp_mask & IBV_QP_INIT_ATTR_IND_TABLE) != 0;
+  core::RssConfig rss_cfg;
+  if (rss || (a->comp_mask & IBV_QP_INIT_ATTR_RX_HASH)) {
+    if (int e = rss_config(a, &rss_cfg)) {
+      errno = e;
+      return nullptr;
+    }
   }
   // XRC (man ibv_create_qp_ex): an initiator has a PD and a send CQ only; a
   // target QP has only its domain. Everyone else needs a PD and both sides.
   if (xrc_tgt ? !((a->comp_mask & IBV_QP_INIT_ATTR_XRCD) && a->xrcd)
-              : (!a->pd || !a->send_cq || (!xrc_ini && !a->recv_cq && !a->srq))) {
+              : (!a->pd || (!rss && (!a->send_cq || (!xrc_ini && !a->recv_cq && !a->srq))))) {
     errno = EINVAL;
     return nullptr;
   }
@@ -96,6 +125,13 @@ ibv_qp* create_qp_common(ibv_context* ctx, ibv_qp_init_attr_ex* a) {
               a->srq ? 0 : a->cap.max_recv_sge, a->cap.max_inline_data};
   args.sq_sig_all = a->sq_sig_all != 0;
   args.user_handle = reinterpret_cast<uint64_t>(&q->ex.qp_base);
+  if (rss) {
+    args.rss = &rss_cfg;
+    args.recv_cq = args.send_cq = nullptr;
+    args.cap = {};
+    q->send_cq = q->recv_cq = nullptr;
+    q->srq = nullptr;
+  }
   auto core = core::Qp::create(c->core.get(), args);
   if (!core.is_ok()) {
     delete q;
@@ -129,6 +165,8 @@ ibv_qp* create_qp_common(ibv_context* ctx, ibv_qp_init_attr_ex* a) {
   init_qp_ex_ops(q);
   if (q->upd) q->upd->refs++;
   if (q->xrcd) q->xrcd->refs++;
+  q->ind_table = rss ? uind(a->rwq_ind_tbl) : nullptr;
+  if (q->ind_table) q->ind_table->refs++;
   return &b;
 }
 
@@ -188,7 +226,8 @@ UROCE_EXPORT ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* attr) {
 ibv_qp* op_create_qp_ex(ibv_context* ctx, ibv_qp_init_attr_ex* attr) {
   // CREATE_FLAGS is understood: no flag is supported (below), but an empty set is no request.
   constexpr uint32_t kKnown = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_XRCD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS |
-                              IBV_QP_INIT_ATTR_CREATE_FLAGS;
+                              IBV_QP_INIT_ATTR_CREATE_FLAGS | IBV_QP_INIT_ATTR_IND_TABLE |
+                              IBV_QP_INIT_ATTR_RX_HASH;
   if (attr->comp_mask & ~kKnown) {
     errno = EOPNOTSUPP;
     return nullptr;
@@ -294,8 +333,11 @@ UROCE_EXPORT int ibv_destroy_qp(ibv_qp* qp) {
   UQp* q = uqp(qp);
   // As the kernel: a QP still attached to a multicast group stays.
   if (q->core && q->core->mcast_attached()) return EBUSY;
+  // And one that flow steering rules still name (their ibv_destroy_flow first).
+  if (q->core && q->core->has_flows()) return EBUSY;
   if (q->upd) q->upd->refs--;
   if (q->xrcd) q->xrcd->refs--;
+  if (q->ind_table) q->ind_table->refs--;
   pthread_mutex_destroy(&qp->mutex);
   pthread_cond_destroy(&qp->cond);
   delete q;

@@ -145,3 +145,10 @@ uroce_script_test(netns_incast_smoke LABEL integration TIMEOUT 180
                   COMMAND python3 ${UROCE_NETNS_DIR}/incast_smoke.py ${CMAKE_BINARY_DIR} ${UROCE_NETNS_PORT})
 set_property(TEST netns_incast_smoke APPEND PROPERTY LABELS netns debian fault)
 set_tests_properties(netns_incast_smoke PROPERTIES PROCESSORS 2)
+
+# Raw Ethernet (docs/raw-ethernet.md): perftest's raw_ethernet_* tools between
+# the two namespaces, on the AF_XDP link only (frames from the wire reach a
+# raw QP through it), and a raw frame to a plain UDP socket of the peer.
+foreach(c bw mcast lat fs_rate kernel)
+  uroce_netns_register(netns_raw_${c} 90 -- bash ${UROCE_NETNS_DIR}/../raw/run_raw.sh ${c})
+endforeach()

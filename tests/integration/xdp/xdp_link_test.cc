@@ -413,6 +413,74 @@ TEST_F(XdpSteerTest, RequestsLendOnlyDevicesAndSteerOnlyOwnQps) {
   close(host);
 }
 
+// Flow steering rules (kRawRule, docs/raw-ethernet.md): only the
+// interface's client may add one; the program steers what a rule matches,
+// and nothing else, to that client's socket; a removed rule steers nothing.
+TEST_F(XdpSteerTest, RawRulesSteerWhatTheyMatchToTheInterfacesClientOnly) {
+  daemon::XdpPorts ports;
+  const int host = memfd_create("host", MFD_CLOEXEC);
+  daemon::Requests::Hooks hooks;
+  const uint32_t dev_index = uint32_t(recv_.index);
+  hooks.devices = [dev_index] {
+    core::DeviceInfo d{};
+    snprintf(d.name, sizeof(d.name), "uroce_%s", kRecvIf);
+    d.ifindex = dev_index;
+    return std::vector<core::DeviceInfo>{d};
+  };
+  hooks.xdp = &ports;
+  daemon::Requests req(host, hooks);
+  constexpr int kA = 100, kB = 101;
+  ASSERT_TRUE(req.open(kA, getpid(), true));
+  ASSERT_TRUE(req.open(kB, getpid(), true));
+  control::Request r{};
+  r.type = uint32_t(control::MsgType::kXskOpen);
+  r.version = control::kProtoVersion;
+  r.arg[0] = dev_index;
+  auto a = req.handle(kA, &r, sizeof(r), -1);
+  ASSERT_EQ(a.reply->status, 0);
+  auto in = XskSocket::bind(fcntl(a.fd, F_DUPFD_CLOEXEC, 0), recv_.index, 0, {});
+  close(a.fd);
+  ASSERT_TRUE(in.is_ok());
+  r.type = uint32_t(control::MsgType::kXskReady);
+  ASSERT_EQ(req.handle(kA, &r, sizeof(r), -1).reply->status, 0);
+  // UDP destination port 5001 (and the layer bits that say "UDP").
+  auto rule = [&](int client, uint64_t id, bool on) {
+    control::RawRuleRequest m{};
+    m.req.type = uint32_t(control::MsgType::kRawRule);
+    m.req.version = control::kProtoVersion;
+    m.req.off = id;
+    m.req.arg[0] = dev_index;
+    m.req.arg[1] = on ? 1 : 0;
+    m.val.dst_port = htons(5001);
+    m.mask.dst_port = 0xffff;
+    m.val.layers = wire::kLayerUdp;
+    m.mask.layers = wire::kLayerL4;
+    return req.handle(client, &m, sizeof(m), -1).reply->status;
+  };
+  EXPECT_EQ(rule(kB, 1, true), EPERM) << "not the interface's client";
+  ASSERT_EQ(rule(kA, 7, true), 0);
+  auto udp_to = [&](uint16_t dport, uint8_t tag) {
+    std::vector<uint8_t> f = frame(0x123456, tag);  // a RoCE frame for no steered QP...
+    f[kEth + 20 + 2] = uint8_t(dport >> 8);         // ...sent to another UDP port
+    f[kEth + 20 + 3] = uint8_t(dport);
+    return f;
+  };
+  auto out = XskSocket::open(send_.index, 0, {});
+  ASSERT_TRUE(out.is_ok());
+  send(*out.value(), udp_to(5002, 1));
+  send(*out.value(), udp_to(5001, 2));
+  auto got = receive(*in.value(), 200);
+  ASSERT_EQ(got.size(), 1u) << "only what the rule matches";
+  EXPECT_EQ(got[0][kEth + 28 + kBth], 2);
+  EXPECT_EQ(rule(kA, 8, false), ENOENT);
+  ASSERT_EQ(rule(kA, 7, false), 0);
+  send(*out.value(), udp_to(5001, 3));
+  EXPECT_TRUE(receive(*in.value(), 100).empty()) << "the rule is gone";
+  req.close(kA);
+  req.close(kB);
+  close(host);
+}
+
 // The AF_XDP link's frames (link/xdp_link.h): between two ports, and with
 // the UDP-socket link both ways (the ICRC over the headers each side
 // really sent and received), corrupted frames counted and dropped.

@@ -30,3 +30,7 @@ add_test(NAME wire_cm_samples_tshark
          COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/check_cm_samples_tshark.sh $<TARGET_FILE:wire_write_cm_samples>
                  ${UROCE_WIRE_SAMPLES})
 set_tests_properties(wire_cm_samples_tshark PROPERTIES LABELS protocol TIMEOUT 120 SKIP_RETURN_CODE 77)
+
+# What a flow steering rule matches in a frame, and RSS's Toeplitz hash.
+uroce_gtest(wire_flow_key_test LABEL unit TIMEOUT 30 SOURCES ${CMAKE_CURRENT_LIST_DIR}/flow_key_test.cc)
+target_link_libraries(wire_flow_key_test PRIVATE uroce_contract)
