@@ -27,6 +27,8 @@ const char* wr_opcode_name(WrOpcode op) {
       return "BIND_MW";
     case WrOpcode::kSendWithInv:
       return "SEND_WITH_INV";
+    case WrOpcode::kAtomicWrite:
+      return "ATOMIC_WRITE";
     default:
       return "?";
   }
@@ -48,6 +50,8 @@ const char* wc_opcode_name(WcOpcode op) {
       return "BIND_MW";
     case WcOpcode::kLocalInv:
       return "LOCAL_INV";
+    case WcOpcode::kAtomicWrite:
+      return "ATOMIC_WRITE";
     case WcOpcode::kRecv:
       return "RECV";
     case WcOpcode::kRecvRdmaWithImm:

@@ -35,7 +35,8 @@ enum class WrOpcode : uint32_t {
   kSendWithInv = 9,
   kTso = 10,
   kDriver1 = 11,
-  kAtomicWrite = 12,
+  kFlush = 14,
+  kAtomicWrite = 15,  // IBV_WR_ATOMIC_WRITE
 };
 
 /// QP state (IBV_QPS_*).

@@ -197,7 +197,7 @@ Qp::~Qp() {
   if (opened_from_) return;  // a handle from ibv_open_qp owns nothing
   net_close();
   if (type_ == QpType::kRawPacket) {
-    for (uint64_t h : RawSwitch::get().remove_qp(qpn_)) wire_rule(h, nullptr);
+    for (uint64_t h : RawSwitch::get().remove_qp(qpn_)) (void)wire_rule(h, nullptr);
   }
   if (raw_user_) NetEngine::get().remove_raw();
   if (shm_engine_) Service::get().remove(shm_engine_.get());

@@ -31,6 +31,7 @@ bool opcode_ok(QpType t, WrOpcode op) {
     case WrOpcode::kAtomicCmpAndSwp:
     case WrOpcode::kAtomicFetchAndAdd:
     case WrOpcode::kSendWithInv:
+    case WrOpcode::kAtomicWrite:
       return t == QpType::kRc || t == QpType::kXrcSend;
     case WrOpcode::kBindMw:
     case WrOpcode::kLocalInv:
@@ -121,6 +122,7 @@ WcStatus Qp::check_local(const SendWqe& w, iovec* loc, size_t* nlp, uint64_t* le
   if (type_ == QpType::kUd && len > mtu_enum_to_bytes(active_mtu_enum(ctx_->dev().if_mtu)))
     return WcStatus::kLocLenErr;
   if (is_atomic(w.opcode) && (nl == 0 || loc[0].iov_len < 8)) return WcStatus::kLocLenErr;
+  if (w.opcode == WrOpcode::kAtomicWrite && len != 8) return WcStatus::kLocLenErr;  // exactly 8 bytes
   return WcStatus::kSuccess;
 }
 

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "common/clock.h"
+#include "common/iov.h"
 #include "contract/limits.h"
 #include "core/eager.h"
 #include "core/service.h"
@@ -291,6 +292,13 @@ ShmEngine::Exec ShmEngine::execute(const SendWqe& w, ExecOut* out) {
       r = core::respond_atomic(t, ctx_->host(), w.opcode == WrOpcode::kAtomicCmpAndSwp, w.remote_addr, w.rkey,
                                w.compare_add, w.swap, &orig, w.xrc_srqn);
       if (r == Resp::kOk) memcpy(loc[0].iov_base, &orig, 8);
+      len = 8;
+      break;
+    }
+    case WrOpcode::kAtomicWrite: {
+      uint64_t v = 0;
+      iov_read({loc, nl}, 0, 8, reinterpret_cast<uint8_t*>(&v));
+      r = core::respond_atomic_write(t, ctx_->host(), w.remote_addr, w.rkey, v, w.xrc_srqn);
       len = 8;
       break;
     }

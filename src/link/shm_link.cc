@@ -115,6 +115,8 @@ int atomic_on_peer(AtomicStripe* stripes, int32_t pid, uint64_t remote_addr, uin
     *orig = cur;
     if (op == AtomicOp::kFetchAdd)
       w.store(cur + compare_add, std::memory_order_relaxed);
+    else if (op == AtomicOp::kStore)
+      w.store(swap, std::memory_order_release);  // after everything the QP wrote before it
     else if (cur == compare_add)
       w.store(swap, std::memory_order_relaxed);
     s.holder.store(0, std::memory_order_release);  // pairs with stripe_lock's acquire CAS
@@ -129,9 +131,9 @@ int atomic_on_peer(AtomicStripe* stripes, int32_t pid, uint64_t remote_addr, uin
     uint64_t next = cur;
     if (op == AtomicOp::kFetchAdd)
       next = cur + compare_add;
-    else if (cur == compare_add)
+    else if (op == AtomicOp::kStore || cur == compare_add)
       next = swap;
-    if (next != cur || op == AtomicOp::kFetchAdd) {
+    if (next != cur || op != AtomicOp::kCmpSwap) {
       l.iov_base = &next;
       rc = copy_to_peer(pid, &l, 1, &r, 1);
     }

@@ -44,7 +44,7 @@ inline void copy_local(const iovec* dst, size_t n_dst, const iovec* src, size_t 
   copy_local_iov(dst, n_dst, src, n_src);
 }
 
-enum class AtomicOp { kCmpSwap, kFetchAdd };
+enum class AtomicOp { kCmpSwap, kFetchAdd, kStore };  // kStore: ATOMIC WRITE of `swap`
 /// 8-byte RDMA atomic at `remote_addr` in process `pid`, reached through
 /// `mapped` when that address is mapped here (else nullptr); *orig gets the old value.
 int atomic_on_peer(AtomicStripe* stripes, int32_t pid, uint64_t remote_addr, uint64_t* mapped, AtomicOp op,

@@ -350,4 +350,38 @@ Resp respond_atomic(const PeerQp& t, HostShm* host, bool cmp_swap, uint64_t radd
   return Resp::kOk;
 }
 
+Resp respond_atomic_write(const PeerQp& t, HostShm* host, uint64_t raddr, uint32_t rkey, uint64_t value,
+                          uint32_t xrc_srqn) {
+  if (!receiving(t)) return Resp::kNoAnswer;
+  Rx x;
+  if (!rx_of(t, xrc_srqn, &x)) return Resp::kRemInvReq;
+  if (raddr & 7) {
+    target_error(t, AsyncEvent::kQpReqErr);  // 8-byte aligned, as the other atomics
+    return Resp::kRemInvReq;
+  }
+  MrView buf;
+  const MrView* mrp = nullptr;
+  if (!(t.qp->access_flags & access::kRemoteWrite) ||
+      !(mrp = target_mr(x, rkey, raddr, 8, access::kRemoteWrite, &buf))) {
+    target_error(t, AsyncEvent::kQpAccessErr);
+    return Resp::kRemAccess;
+  }
+  const MrView& mr = *mrp;
+  const uint64_t va = mr.vaddr + (raddr - mr.iova);
+  if (va & 7) {
+    target_error(t, AsyncEvent::kQpReqErr);
+    return Resp::kRemInvReq;
+  }
+  auto* here = reinterpret_cast<uint64_t*>(mapped(x, mr, rkey, va, 8));
+  uint64_t orig = 0;
+  const int rc =
+      link::atomic_on_peer(host->stripes, x.seg->pid, va, here, link::AtomicOp::kStore, 0, value, &orig);
+  if (rc == -ESRCH) return Resp::kNoAnswer;
+  if (rc != 0) {
+    target_error(t, AsyncEvent::kQpAccessErr);
+    return Resp::kRemOp;
+  }
+  return Resp::kOk;
+}
+
 }  // namespace uroce::core

@@ -57,6 +57,10 @@ Resp respond_read(const PeerQp& t, const iovec* dst, size_t ndst, uint64_t len, 
 /// ATOMIC CMP_AND_SWP / FETCH_AND_ADD on 8 aligned bytes; *orig gets the old value.
 Resp respond_atomic(const PeerQp& t, HostShm* host, bool cmp_swap, uint64_t raddr, uint32_t rkey,
                     uint64_t compare_add, uint64_t swap, uint64_t* orig, uint32_t xrc_srqn = 0);
+/// ATOMIC WRITE (IBA 1.5): stores `value` at raddr (8 bytes, aligned) at
+/// once, atomic against the other atomics; needs remote write access.
+Resp respond_atomic_write(const PeerQp& t, HostShm* host, uint64_t raddr, uint32_t rkey, uint64_t value,
+                          uint32_t xrc_srqn = 0);
 /// The target QP's current receive-queue producer index (RNR early retry).
 uint64_t target_rq_tail(const PeerQp& t, uint32_t xrc_srqn = 0);
 

@@ -178,6 +178,12 @@ class NetQp::Env final : public transport::ResponderEnv, public transport::Reque
     return orig;
   }
 
+  void atomic_store(uint8_t* at, uint64_t v) override {
+    uint64_t orig = 0;
+    link::atomic_on_peer(q_->host_->stripes, link::self_pid(), reinterpret_cast<uint64_t>(at),
+                         reinterpret_cast<uint64_t*>(at), link::AtomicOp::kStore, 0, v, &orig);
+  }
+
   // The machines call these within a Call (the lock held).
   void send(wire::Packet& p) override REQUIRES(q_->mu_) {
     if (tracing()) trace_packet(q_->qpn_, true, p);

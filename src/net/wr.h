@@ -73,6 +73,8 @@ constexpr transport::MsgKind msg_kind_of(WrOpcode op) {
       return transport::MsgKind::kCompareSwap;
     case WrOpcode::kAtomicFetchAndAdd:
       return transport::MsgKind::kFetchAdd;
+    case WrOpcode::kAtomicWrite:
+      return transport::MsgKind::kAtomicWrite;
     case WrOpcode::kBindMw:
       return transport::MsgKind::kBindMw;
     case WrOpcode::kLocalInv:
@@ -95,6 +97,8 @@ constexpr WcOpcode wc_opcode_of(transport::MsgKind k) {
       return WcOpcode::kCompSwap;
     case transport::MsgKind::kFetchAdd:
       return WcOpcode::kFetchAdd;
+    case transport::MsgKind::kAtomicWrite:
+      return WcOpcode::kAtomicWrite;
     case transport::MsgKind::kBindMw:
       return WcOpcode::kBindMw;
     case transport::MsgKind::kLocalInv:

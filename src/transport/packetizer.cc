@@ -30,6 +30,8 @@ Family family_of(MsgKind k) {
       return {kCompareSwap, kCompareSwap, kCompareSwap, kCompareSwap};
     case MsgKind::kFetchAdd:
       return {kFetchAdd, kFetchAdd, kFetchAdd, kFetchAdd};
+    case MsgKind::kAtomicWrite:
+      return {kAtomicWrite, kAtomicWrite, kAtomicWrite, kAtomicWrite};
     case MsgKind::kBindMw:
     case MsgKind::kLocalInv:
       break;  // no packets

@@ -22,6 +22,7 @@ enum class MsgKind : uint8_t {
   kReadResponse,
   kCompareSwap,
   kFetchAdd,
+  kAtomicWrite,  // IBA 1.5: 8 bytes stored at once at the target
   // Local operations (BIND_MW, LOCAL_INV): work requests that send nothing
   // but complete in send-queue order.
   kBindMw,

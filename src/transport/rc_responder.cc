@@ -1,6 +1,7 @@
 #include "transport/rc_responder.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "transport/psn.h"
 
@@ -138,7 +139,7 @@ void RcResponder::in_order(const Packet& p, const OpInfo& info) {
   ack_owed_ = false;
   auto take_in = [this](const Packet& x, const OpInfo& xi) {
     accept(x, xi);
-    if (!failed_ && !rnr_pending_ && (xi.flags & (kSendOp | kWriteOp))) {
+    if (!failed_ && !rnr_pending_ && (xi.flags & (kSendOp | kWriteOp | kAtomicWriteOp))) {
       ack_owed_ = true;
       owed_psn_ = x.bth.psn;
     }
@@ -180,6 +181,7 @@ void RcResponder::execute(const Packet& p, const OpInfo& info) {
   if (info.flags & kWriteOp) return do_write(p, info);
   if (info.flags & kReadOp) return do_read(p);
   if (info.flags & kAtomicOp) return do_atomic(p);
+  if (info.flags & kAtomicWriteOp) return do_atomic_write(p);
   ++stats_->dropped;
 }
 
@@ -324,6 +326,33 @@ void RcResponder::do_atomic(const Packet& p) {
   env_->send(r);
   epsn_ = psn_add(epsn_, 1);
   prev_op_ = p.bth.opcode & 0x1f;
+}
+
+void RcResponder::do_atomic_write(const Packet& p) {
+  // IBA 1.5 ATOMIC WRITE: exactly 8 bytes to an 8-byte aligned address (an
+  // invalid request otherwise, as rxe answers), where the QP may write;
+  // stored at once, after what came before it; answered by an ACK. A
+  // duplicate is acknowledged, never stored again (duplicate()).
+  if (p.dma_len != 8 || p.payload.size() != 8 || (p.va & 7)) {
+    fail(p.bth.psn, NakCode::kInvalidRequest, AsyncEvent::kQpReqErr);
+    return;
+  }
+  uint8_t* at = env_->remote_memory(p.rkey, p.va, 8, access::kRemoteWrite);
+  if (!at) {
+    fail(p.bth.psn, NakCode::kRemoteAccessError, AsyncEvent::kQpAccessErr);
+    return;
+  }
+  if (reinterpret_cast<uintptr_t>(at) & 7) {  // a region whose I/O address is not its address mod 8
+    fail(p.bth.psn, NakCode::kInvalidRequest, AsyncEvent::kQpReqErr);
+    return;
+  }
+  uint64_t v;
+  std::memcpy(&v, p.payload.data(), 8);
+  env_->atomic_store(at, v);
+  epsn_ = psn_add(epsn_, 1);
+  msn_ = psn_add(msn_, 1);
+  prev_op_ = p.bth.opcode & 0x1f;
+  if (p.bth.ack_req) ack(p.bth.psn);
 }
 
 void RcResponder::duplicate(const Packet& p, const OpInfo& info) {

@@ -59,6 +59,11 @@ class ResponderEnv {
   virtual uint8_t* remote_memory(uint32_t rkey, uint64_t va, uint64_t len, uint32_t need) = 0;
   /// An 8-byte atomic at `at` (already checked), atomic against the device's other atomics.
   virtual uint64_t atomic(uint8_t* at, bool compare_swap, uint64_t compare_add, uint64_t swap) = 0;
+  /// ATOMIC WRITE: stores `v` at `at` (8-byte aligned, already checked) at
+  /// once, after everything before it, atomic against the other atomics.
+  virtual void atomic_store(uint8_t* at, uint64_t v) {
+    __atomic_store_n(reinterpret_cast<uint64_t*>(at), v, __ATOMIC_RELEASE);
+  }
   /// Sends a response packet (ACK, NAK, READ response, atomic ACK); the
   /// payload span is only valid during the call.
   virtual void send(wire::Packet& p) = 0;
@@ -147,6 +152,7 @@ class RcResponder {
   void do_write(const wire::Packet& p, const wire::OpInfo& info);
   void do_read(const wire::Packet& p);
   void do_atomic(const wire::Packet& p);
+  void do_atomic_write(const wire::Packet& p);
   /// Sends the response packets of a READ; false (nothing sent) if the range fails its checks.
   bool read_responses(uint32_t first_psn, uint64_t va, uint32_t rkey, uint32_t len, uint32_t msn);
   void ack(uint32_t psn);

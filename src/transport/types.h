@@ -44,6 +44,7 @@ enum class WcOpcode : uint32_t {
   kBindMw = 5,
   kLocalInv = 6,
   kTso = 7,
+  kAtomicWrite = 9,  // IBV_WC_ATOMIC_WRITE
   kRecv = 128,
   kRecvRdmaWithImm = 129,
 };

@@ -109,8 +109,14 @@ void wr_bind_mw(ibv_qp_ex* qp, ibv_mw* mw, uint32_t rkey, const ibv_mw_bind_info
 }
 void wr_local_inv(ibv_qp_ex* qp, uint32_t rkey) { new_wr(qp, IBV_WR_LOCAL_INV).invalidate_rkey = rkey; }
 void wr_unsupported_tso(ibv_qp_ex* qp, void*, uint16_t, uint16_t) { batch(qp).err = EOPNOTSUPP; }
-void wr_unsupported_atomic_write(ibv_qp_ex* qp, uint32_t, uint64_t, const void*) {
-  batch(qp).err = EOPNOTSUPP;
+// ATOMIC WRITE (IBA 1.5): the 8 bytes come from `data` (copied now, as
+// inline data: the call names no memory region).
+void wr_atomic_write(ibv_qp_ex* qp, uint32_t rkey, uint64_t addr, const void* data) {
+  ibv_send_wr& w = new_wr(qp, IBV_WR_ATOMIC_WRITE);
+  w.wr.rdma.rkey = rkey;
+  w.wr.rdma.remote_addr = addr;
+  auto* p = static_cast<const uint8_t*>(data);
+  batch(qp).inl.back().assign(p, p + 8);
 }
 void wr_set_xrc_srqn(ibv_qp_ex* qp, uint32_t srqn) {
   if (ibv_send_wr* w = last(qp)) w->qp_type.xrc.remote_srqn = srqn;
@@ -170,7 +176,7 @@ void init_qp_ex_ops(UQp* q) {
   e.wr_start = wr_start;
   e.wr_complete = wr_complete;
   e.wr_abort = wr_abort;
-  e.wr_atomic_write = wr_unsupported_atomic_write;
+  e.wr_atomic_write = wr_atomic_write;
 }
 
 }  // namespace uroce::verbs

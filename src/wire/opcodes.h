@@ -37,6 +37,7 @@ enum Op : uint8_t {
   kFetchAdd = 0x14,
   kSendLastInv = 0x16,
   kSendOnlyInv = 0x17,
+  kAtomicWrite = 0x1d,  // IBA 1.5 (ATOMIC WRITE): RETH and 8 bytes, answered by an ACK
 };
 
 /// RoCE v2 congestion notification packet (Annex A17.9.3): opcode 0x81, a
@@ -81,10 +82,11 @@ constexpr Hdr kHdrOrder[] = {kDeth, kXrcEth, kReth, kAtomicEth, kAeth, kAtomicAc
 
 /// What payload a packet of this opcode carries (9.7.1, C9-21..C9-24).
 enum class Payload : uint8_t {
-  kNone,  // no payload
-  kFull,  // FIRST / MIDDLE: exactly the path MTU
-  kLast,  // LAST: 1..PMTU bytes
-  kOnly,  // ONLY: 0..PMTU bytes
+  kNone,   // no payload
+  kFull,   // FIRST / MIDDLE: exactly the path MTU
+  kLast,   // LAST: 1..PMTU bytes
+  kOnly,   // ONLY: 0..PMTU bytes
+  kEight,  // ATOMIC WRITE: exactly 8 bytes
 };
 
 /// Position of a packet in its message, and its role.
@@ -102,6 +104,7 @@ enum OpFlag : uint16_t {
   kAckOp = 1u << 10,
   kHasImm = 1u << 11,
   kHasInv = 1u << 12,
+  kAtomicWriteOp = 1u << 13,
 };
 
 struct OpInfo {
@@ -154,6 +157,7 @@ constexpr std::array<OpInfo, 32> make_table() {
       kRcXrc);
   set(kSendOnlyInv, "SEND_ONLY_WITH_INVALIDATE", kIeth, Payload::kOnly, kOnly | kReq | kSendOp | kHasInv,
       kRcXrc);
+  set(kAtomicWrite, "ATOMIC_WRITE", kReth, Payload::kEight, kOnly | kReq | kAtomicWriteOp, kRcXrc);
   return t;
 }
 }  // namespace detail

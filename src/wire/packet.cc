@@ -204,6 +204,7 @@ DecodeError decode(std::span<const uint8_t> bytes, Packet* out) {
   if (out->bth.pad > body) return DecodeError::kBadPadding;
   const size_t payload = body - out->bth.pad;
   if (info->payload == Payload::kNone && body != 0) return DecodeError::kBadPayload;
+  if (info->payload == Payload::kEight && payload != 8) return DecodeError::kBadPayload;
   if (payload == 0 && out->bth.pad != 0) return DecodeError::kBadPadding;
   out->payload = bytes.subspan(hlen, payload);
   return DecodeError::kNone;

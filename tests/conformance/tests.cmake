@@ -19,7 +19,8 @@ uroce_gtest(conformance_verbs_test LABEL conformance TIMEOUT 60 VERBS SOURCES
   ${UROCE_CONFORMANCE_DIR}/odp_process_test.cc
   ${UROCE_CONFORMANCE_DIR}/parent_domain_test.cc
   ${UROCE_CONFORMANCE_DIR}/mw_test.cc
-  ${UROCE_CONFORMANCE_DIR}/raw_test.cc)
+  ${UROCE_CONFORMANCE_DIR}/raw_test.cc
+  ${UROCE_CONFORMANCE_DIR}/atomic_write_test.cc)
 target_compile_definitions(conformance_verbs_test PRIVATE
   UROCE_FAULT_PEER_PATH="$<TARGET_FILE:fault_errors_peer>")
 add_dependencies(conformance_verbs_test fault_errors_peer)
@@ -33,12 +34,12 @@ uroce_gtest_variant(conformance_verbs_test udp LABEL conformance ENV UROCE_LINK=
 # rdma-core's own suite, as Debian's python3-pyverbs installs it, with the
 # build's library first on the loader path: on uroce_lo, and on a veth in a
 # namespace of its own over the UDP link (root; see run_pyverbs.sh). Each
-# fails unless 0 failed, 0 errors, at least 142 passed (kernel rxe passes 86;
+# fails unless 0 failed, 0 errors, at least 143 passed (kernel rxe passes 86;
 # the suite's raw Ethernet cases run as root only, as CI does) and every
 # skip is listed in docs/conformance.md. Also
 # labelled debian: Debian's python3 loads the library, so not under ASan.
 foreach(v lo netns)
   uroce_script_test(pyverbs_${v} LABEL conformance TIMEOUT 300
-                    COMMAND bash ${UROCE_CONFORMANCE_DIR}/run_pyverbs.sh ${v} 142)
+                    COMMAND bash ${UROCE_CONFORMANCE_DIR}/run_pyverbs.sh ${v} 143)
   set_property(TEST pyverbs_${v} APPEND PROPERTY LABELS debian)
 endforeach()

@@ -298,6 +298,52 @@ TEST_F(RcResponderTest, AtomicsExecuteOnceAndDuplicatesGetTheFirstResult) {
   EXPECT_EQ(env.sent.back().syndrome, syndrome_nak(NakCode::kInvalidRequest));
 }
 
+// IBA 1.5 ATOMIC WRITE: 8 bytes stored at an aligned address, answered by
+// an ACK; a duplicate is acknowledged and not stored again; misaligned, a
+// length other than 8, or a region the QP may not write: NAKs.
+TEST_F(RcResponderTest, AtomicWriteStoresEightBytesOnceAndIsAcked) {
+  std::vector<uint8_t> v = {1, 2, 3, 4, 5, 6, 7, 8};
+  data.assign(v.begin(), v.end());
+  auto m = message(MsgKind::kAtomicWrite, 100, 8, kVa + 16);
+  ASSERT_EQ(m.size(), 1u);
+  EXPECT_EQ(m[0].bth.opcode & 0x1f, kAtomicWrite);
+  deliver(m);
+  EXPECT_EQ(memcmp(env.mem.data() + 16, v.data(), 8), 0);
+  ASSERT_EQ(env.sent.size(), 1u);
+  EXPECT_EQ(env.sent[0].op, kAcknowledge);
+  EXPECT_EQ(env.sent[0].psn, 100u);
+  EXPECT_EQ(ack_type(env.sent[0].syndrome), AckType::kAck);
+  EXPECT_EQ(env.sent[0].msn, 1u);
+  // The target changes the word; the duplicate must not put the old one back.
+  env.mem[16] = 99;
+  deliver(m);
+  EXPECT_EQ(env.mem[16], 99);
+  EXPECT_EQ(env.sent.back().op, kAcknowledge);
+  EXPECT_EQ(r.epsn(), 101u);
+}
+
+TEST_F(RcResponderTest, AtomicWriteMisalignedOrNotEightBytesIsInvalidRequest) {
+  data.assign(16, 7);
+  deliver(message(MsgKind::kAtomicWrite, 100, 8, kVa + 4));
+  ASSERT_EQ(env.sent.size(), 1u);
+  EXPECT_EQ(env.sent[0].syndrome, syndrome_nak(NakCode::kInvalidRequest));
+  ASSERT_EQ(env.errors.size(), 1u);
+  EXPECT_EQ(env.errors[0], AsyncEvent::kQpReqErr);
+  FakeEnv e2;
+  RcResponder r2{cfg, &e2};
+  auto m = message(MsgKind::kAtomicWrite, 100, 8, kVa);
+  m[0].dma_len = 16;
+  r2.on_request(m[0]);
+  ASSERT_EQ(e2.sent.size(), 1u);
+  EXPECT_EQ(e2.sent[0].syndrome, syndrome_nak(NakCode::kInvalidRequest));
+  FakeEnv e3;
+  e3.rights = transport::access::kRemoteRead | transport::access::kRemoteAtomic;  // no remote write
+  RcResponder r3{cfg, &e3};
+  r3.on_request(message(MsgKind::kAtomicWrite, 100, 8, kVa)[0]);
+  ASSERT_EQ(e3.sent.size(), 1u);
+  EXPECT_EQ(e3.sent[0].syndrome, syndrome_nak(NakCode::kRemoteAccessError));
+}
+
 TEST_F(RcResponderTest, OutOfSequenceOpcodeIsInvalidRequest) {
   env.posted.emplace_back(1000);
   r.on_request(req(kSendFirst, 100, 0, kPmtu));

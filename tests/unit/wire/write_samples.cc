@@ -81,6 +81,8 @@ uint32_t payload_len(const OpInfo& i) {
       return kLastLen;
     case Payload::kOnly:
       return kOnlyLen;
+    case Payload::kEight:
+      return 8;
   }
   return 0;
 }
