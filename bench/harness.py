@@ -342,6 +342,7 @@ class Bench:
         if rc != 0 and os.path.exists(slog):
             with open(slog, errors="replace") as f:
                 text += "\n# server log:\n" + f.read()
+        self.last_slog = slog
         self.ctx = dict(rc=rc, secs=f"{secs:.1f}", bg=bg, others=others, xcore=f"{xc0}/{xc1}", log=os.path.basename(clog),
                         cmd=cmd, group=group)
         return rc, text
@@ -908,8 +909,91 @@ def group_cm(b):
         b.fail("wake_rtt", "2 process wake-ups", "conn_lat", 1, "us", f"rc={rc}")
 
 
+def group_raw(b):
+    """Raw Ethernet between the veth group's namespaces (docs/raw-ethernet.md): perftest's
+    raw_ethernet_bw on uroce's RAW_PACKET QPs (AF_XDP link) at 64 B (message rate) and 1500 B
+    (bandwidth), as the receiving server counts them, beside an AF_PACKET sender and receiver
+    (bench/src/packet_pair.c, sendmmsg/recvmmsg: what a program without an RDMA NIC would use);
+    raw_ethernet_lat 64 B beside the raw AF_XDP ping-pong; raw_ethernet_fs_rate (flow rules per
+    second). perftest's -s counts the 4-byte FCS: its frames are size - 4 bytes, and so are
+    packet_pair's. Root only."""
+    ns = b.veth()
+    if not ns or not shutil.which("raw_ethernet_bw"):
+        return
+    srv_ip, cli_ip = b.VETH_ADDR
+    in_ns = lambda n, argv: ["ip", "netns", "exec", n] + argv
+    smac, cmac = b.mac_in(ns[0]), b.mac_in(ns[1])
+    env = dict(b.uroce_env, UROCE_UROCED=os.path.join(b.a.uroce, "bin", "uroced"), UROCE_LINK_XDP="require")
+    env.pop("UROCE_DAEMON_NAME", None)
+    dur = 2 if b.a.quick else 4
+    later = lambda delay, argv: ["sh", "-c", f"sleep {delay}; exec " + " ".join(shlex.quote(x) for x in argv)]
+
+    def server_text():
+        with open(b.last_slog, errors="replace") as f:
+            return f.read()
+    pp = os.path.join(b.bin, "packet_pair")
+    flow = ["-J", srv_ip, "-j", cli_ip, "-K", "5001", "-k", "5002"]
+    for size in (64, 1500):
+        if os.access(pp, os.X_OK):
+            rc, text = b.run("raw", f"packet_pair-{size}",
+                             in_ns(ns[1], later(0.5, [pp, "source", "rnic0", smac, cli_ip, srv_ip, "5001",
+                                                      str(size - 4), str(dur)])),
+                             server=in_ns(ns[0], [pp, "sink", "rnic0", "5001", str(dur)]), srv_grace=dur + 12)
+            got = {k: v for k, v in re.findall(r"(\w+)=([\d.]+)", server_text())}
+            sent = {k: v for k, v in re.findall(r"(\w+)=([\d.]+)", text)}
+            if got.get("rate_mpps"):
+                mpps = float(got["rate_mpps"])
+                b.record("packet_pair", "AF_PACKET veth", "rate", size, f"{mpps:.4f}", "Mmsg/s",
+                         extra=f"sent_mpps={sent.get('rate_mpps', '?')}")
+                b.record("packet_pair", "AF_PACKET veth", "bw", size, f"{mpps * size / 1e3:.4f}", "GB/s")
+            else:
+                b.fail("packet_pair", "AF_PACKET veth", "rate", size, "Mmsg/s", f"rc={rc}")
+        args = ["-d", "uroce_rnic0"] + flow + ["-s", str(size), "-D", str(dur)]
+        rc, text = b.run("raw", f"raw_ethernet_bw-{size}",
+                         in_ns(ns[1], later(1.5, ["raw_ethernet_bw", "--client", "-B", cmac, "-E", smac] + args)),
+                         server=in_ns(ns[0], ["raw_ethernet_bw", "--server", "-B", smac, "-E", cmac] + args),
+                         env=env, srv_grace=dur + 12)
+        srows = [r for r in parse_perftest_bw(server_text()) if r[0] == size]
+        crows = [r for r in parse_perftest_bw(text) if r[0] == size]
+        if rc == 0 and srows:
+            b.record("raw_ethernet_bw", "uroce raw AF_XDP veth", "rate", size, f"{srows[0][2]:.4f}", "Mmsg/s",
+                     extra=f"sent_mpps={crows[0][2] if crows else '?'}")
+            b.record("raw_ethernet_bw", "uroce raw AF_XDP veth", "bw", size, f"{srows[0][1]:.4f}", "GB/s")
+        else:
+            b.fail("raw_ethernet_bw", "uroce raw AF_XDP veth", "rate", size, "Mmsg/s", f"rc={rc}")
+    # Latency: the raw AF_XDP ping-pong (the floor) and raw_ethernet_lat, 64 B.
+    x = os.path.join(b.bin, "xdp_pingpong")
+    if os.access(x, os.X_OK):
+        ms = "30" if b.a.quick else "150"
+        # SIZE 2: a 60-byte frame (Ethernet, IPv4, UDP, BTH, 2 bytes, ICRC), as raw_ethernet_lat -s 64's.
+        rc, text = b.run("raw", "xdp_pingpong", in_ns(ns[1], [x, "client", "rnic0", srv_ip, smac, ms, "2"]),
+                         server=in_ns(ns[0], [x, "server", "rnic0", str(b.a.run_timeout)]))
+        rows = {int(r["size"]): r for r in parse_kv_lines(text, "xdp_pingpong")}
+        if 2 in rows:
+            b.record("xdp_pingpong", "veth AF_XDP (generic)", "lat", 64, rows[2]["oneway_us"], "us")
+        else:
+            b.fail("xdp_pingpong", "veth AF_XDP (generic)", "lat", 64, "us", f"rc={rc}")
+    largs = ["-d", "uroce_rnic0"] + flow + ["-s", "64", "-n", str(b.it(20000))]
+    rc, text = b.run("raw", "raw_ethernet_lat-64",
+                     in_ns(ns[1], later(1.5, ["raw_ethernet_lat", "--client", "-B", cmac, "-E", smac] + largs)),
+                     server=in_ns(ns[0], ["raw_ethernet_lat", "--server", "-B", smac, "-E", cmac] + largs), env=env)
+    rows = [r for r in parse_perftest_lat(text) if r[0] == 64]
+    if rc == 0 and rows:
+        b.record("raw_ethernet_lat", "uroce raw AF_XDP veth", "lat", 64, rows[0][1], "us", rows[0][2])
+    else:
+        b.fail("raw_ethernet_lat", "uroce raw AF_XDP veth", "lat", 64, "us", f"rc={rc}")
+    rc, text = b.run("raw", "raw_ethernet_fs_rate",
+                     in_ns(ns[0], ["raw_ethernet_fs_rate", "-d", "uroce_rnic0", "--server", "-B", smac] + flow), env=env)
+    m = re.search(r"(?m)^\s*(\d+)\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+([\d.]+)\s*$", text)
+    if rc == 0 and m:
+        b.record("raw_ethernet_fs_rate", "uroce raw AF_XDP veth", "rate", int(m.group(1)), m.group(2), "rules/s")
+    else:
+        b.fail("raw_ethernet_fs_rate", "uroce raw AF_XDP veth", "rate", 0, "rules/s", f"rc={rc}")
+
+
 GROUPS = {"limits": group_limits, "uroce": group_uroce, "uroce_udp": group_uroce_udp, "ucx": group_ucx,
-          "fabric": group_fabric, "qperf": group_qperf, "udp": group_udp, "cm": group_cm, "veth": group_veth}
+          "fabric": group_fabric, "qperf": group_qperf, "udp": group_udp, "cm": group_cm, "veth": group_veth,
+          "raw": group_raw}
 
 
 def main():

@@ -20,11 +20,13 @@
 #   -r N          passes (default 3); the table shows medians with [min-max]
 #   -o DIR        output directory (default bench/out/<timestamp>): raw.tsv, logs/,
 #                 bin/, table.md, latency.png, bandwidth.png
-#   -g GROUPS     comma list of limits,uroce,uroce_udp,ucx,fabric,qperf,udp,cm,veth (default: all;
+#   -g GROUPS     comma list of limits,uroce,uroce_udp,ucx,fabric,qperf,udp,cm,veth,raw (default: all;
 #                 uroce_udp: the same perftest tools over the network link, UROCE_LINK=udp;
 #                 veth: two network namespaces joined by a veth pair, root only: raw UDP
 #                 and raw AF_XDP ping-pongs, uroce's UDP link under perftest, qperf tcp;
-#                 cm: connection set-up, cmtime over uroce's librdmacm beside TCP connects)
+#                 cm: connection set-up, cmtime over uroce's librdmacm beside TCP connects;
+#                 raw: raw Ethernet between the veth namespaces, perftest's raw_ethernet_* on
+#                 uroce beside an AF_PACKET pair and the raw AF_XDP ping-pong)
 #   --quick       1 pass, 1/10 of the iterations; implies --no-results
 #   --no-results  leave bench/RESULTS.md and bench/plots/ alone
 #   --no-sweeps   skip the size sweeps (plots then show only the table's sizes)
