@@ -78,11 +78,12 @@ size_t RawSwitch::rules_of(uint32_t qpn) const {
   return size_t(std::count_if(rules_.begin(), rules_.end(), [&](const Entry& e) { return e.qpn == qpn; }));
 }
 
-bool RawSwitch::route(uint32_t ifindex, const wire::FlowKey& k, uint32_t exclude,
-                      std::vector<Target*>* to) const {
+bool RawSwitch::route(uint32_t ifindex, const wire::FlowKey& k, uint32_t exclude, Targets* to) const {
   auto add = [&](const Entry& e) {
     if (e.qpn == exclude) return;
-    if (std::find(to->begin(), to->end(), e.target.get()) == to->end()) to->push_back(e.target.get());
+    for (Target* t : *to)
+      if (t == e.target.get()) return;
+    to->push_back(e.target.get());
   };
   bool claimed = false, trapped = false;
   bool level_done = false;
@@ -141,7 +142,7 @@ void RawSwitch::deliver(Target* t, const wire::FlowKey& k, std::span<const uint8
 void RawSwitch::sent(uint32_t ifindex, uint32_t from_qpn, std::span<const uint8_t> frame) {
   if (!any()) return;
   const wire::FlowKey k = wire::flow_key_of(frame);
-  std::vector<Target*> to;
+  Targets to;
   std::shared_lock<std::shared_mutex> g(mu_);
   route(ifindex, k, from_qpn, &to);
   for (Target* t : to) deliver(t, k, frame);
@@ -150,7 +151,7 @@ void RawSwitch::sent(uint32_t ifindex, uint32_t from_qpn, std::span<const uint8_
 bool RawSwitch::received(uint32_t ifindex, std::span<const uint8_t> frame) {
   if (!any()) return false;
   const wire::FlowKey k = wire::flow_key_of(frame);
-  std::vector<Target*> to;
+  Targets to;
   std::shared_lock<std::shared_mutex> g(mu_);
   const bool trapped = route(ifindex, k, 0, &to);
   for (Target* t : to) deliver(t, k, frame);

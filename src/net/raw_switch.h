@@ -24,6 +24,7 @@
 #include <span>
 #include <vector>
 
+#include "common/small_vec.h"
 #include "common/spin_lock.h"
 #include "contract/flow_rule.h"
 #include "memory/peer_map.h"
@@ -84,7 +85,8 @@ class RawSwitch {
     std::shared_ptr<Target> target;
   };
   /// Who gets a frame; true if trapped. `exclude`: the sender.
-  bool route(uint32_t ifindex, const wire::FlowKey& k, uint32_t exclude, std::vector<Target*>* to) const;
+  using Targets = SmallVec<Target*, 8>;  // a frame's receivers: no allocation per frame
+  bool route(uint32_t ifindex, const wire::FlowKey& k, uint32_t exclude, Targets* to) const;
   void deliver(Target* t, const wire::FlowKey& k, std::span<const uint8_t> frame);
 
   mutable std::shared_mutex mu_;
