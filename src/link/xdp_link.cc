@@ -103,12 +103,14 @@ Status XdpPort::send_frame(std::span<const uint8_t> frame) {
   }
   memcpy(f.data(), frame.data(), frame.size());
   xsk_->tx_commit(frame.size());
+  tx_pending_.store(true, std::memory_order_relaxed);
   ++stats_->raw_sent;
   return Status::ok();
 }
 
 void XdpPort::flush() {
   std::lock_guard<SpinLock> g(tx_mu_);
+  tx_pending_.store(false, std::memory_order_relaxed);
   xsk_->flush();
 }
 

@@ -12,6 +12,7 @@
 // guards the send ring), the engine receives.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -69,8 +70,10 @@ class XdpPort final : public PacketSource {
               QpStats* qs = nullptr);
   /// Queues a whole Ethernet frame as it is (a RAW_PACKET QP's SEND);
   /// EAGAIN when every send frame is in flight, EMSGSIZE when it does not
-  /// fit one.
+  /// fit one. It leaves at the next flush().
   Status send_frame(std::span<const uint8_t> frame);
+  /// Frames queued by send_frame wait for a flush().
+  bool tx_pending() const { return tx_pending_.load(std::memory_order_relaxed); }
   /// Sends what send() and send_frame() queued (one system call: copy mode's kick).
   void flush();
   /// Sends a packet the fault injector still holds back (call when idle).
@@ -114,6 +117,7 @@ class XdpPort final : public PacketSource {
   uint64_t tag_of(const UdpAddr& from, const UdpAddr& to, const uint8_t mac[6]);
   FaultInjector::Emit emit_tagged();
   std::vector<uint8_t> tx_;
+  std::atomic<bool> tx_pending_{false};  // send_frame queued, flush not yet
   Counted<Stats> stats_;
 };
 

@@ -225,6 +225,13 @@ Status NetEngine::add_raw() {
   return Status::ok();
 }
 
+void NetEngine::raw_frame_queued() { kick(fast_now_ns() + kRawKickNs); }
+
+void NetEngine::flush_raw_tx() {
+  for (const Xdp& x : xdp_)
+    if (x.port && x.port->tx_pending()) x.port->flush();
+}
+
 void NetEngine::remove_raw() {
   std::lock_guard<std::mutex> g(run_mu_);
   n_active_.fetch_sub(1, std::memory_order_relaxed);
@@ -582,6 +589,7 @@ bool NetEngine::poll_now() {
     if (++busy % 16 == 0) sched_yield();
     return false;
   }
+  flush_raw_tx();
   app_read_ns_.store(now, std::memory_order_relaxed);
   for (const Source& s : sources_)
     if (s.kind == Source::Kind::kQp)
@@ -675,6 +683,7 @@ void NetEngine::loop() {
         if (d < next) next = d;
       }
       if (!parked_.empty()) next = std::min(next, now + kParkedRecheckNs);
+      flush_raw_tx();
       g.unlock();
     }
     // Then this thread sleeps until the next deadline, a kick, or (while the

@@ -39,6 +39,10 @@ class NetEngine {
   /// read, and the application's polls read them) until remove_raw.
   Status add_raw();
   void remove_raw();
+  /// A raw QP queued a frame on an AF_XDP port without the kick that sends
+  /// it (net/raw_engine.h): the application's next empty poll, or this
+  /// thread within kRawKickNs, kicks it.
+  void raw_frame_queued();
   /// Reads `ep` too, a receiving socket of `q` beside its own: a multicast
   /// group's (NetQp::join; only packets for QP 0xFFFFFF go to `q`) or
   /// another address's (NetQp::add_address; packets go by destination QP as
@@ -107,6 +111,8 @@ class NetEngine {
   NetEngine();
   /// The epoll sets, the inbox and the thread, once (run_mu_ held).
   Status start();
+  /// Kicks the AF_XDP ports with raw frames queued (run_mu_ held).
+  void flush_raw_tx();
   void loop();
   void catch_up_slow();
   /// Adds `s` to sources_ and epoll (run_mu_ held); its index, or -1.

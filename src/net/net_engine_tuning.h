@@ -60,6 +60,11 @@ constexpr uint64_t kAppActiveNs = 5'000;
 /// An application that polled or posted within this long is taken to poll
 /// still: the engine thread only watches the timers and looks now and then.
 constexpr uint64_t kAppPollGraceNs = 200'000;
+/// How long a raw QP's frame may wait on an AF_XDP port's send ring for its
+/// kick when the application does not poll (net/raw_engine.cc kicks at
+/// once every kRawKickBatch frames; an empty poll kicks what waits).
+constexpr uint64_t kRawKickNs = 20'000;
+constexpr uint32_t kRawKickBatch = 32;
 /// Packets parked for evidence of their IPv4 identification
 /// (link/id_trust.h) are looked at again at least this often (uroced
 /// records a frame within tens of microseconds of its arrival).

@@ -4,6 +4,8 @@
 
 #include "contract/limits.h"
 #include "link/xdp_link.h"
+#include "net/net_engine.h"
+#include "net/net_engine_tuning.h"
 #include "net/raw_switch.h"
 
 namespace uroce::core {
@@ -31,7 +33,23 @@ void RawEngine::post(const SendWqe& w) {
       frame = std::span<const uint8_t>(frame_.data(), frame_.size());
     }
     RawSwitch::get().sent(ifindex_, qpn_, frame);
-    if (wire_ && wire_->send_frame(frame).is_ok()) wire_->flush();
+    if (wire_) {
+      // The kick (a system call) goes with every kRawKickBatch frames; the
+      // ones before wait at most for the application's next empty poll or
+      // the engine thread's kRawKickNs.
+      Status st = wire_->send_frame(frame);
+      if (st.err() == EAGAIN) {  // every send frame in flight: send what waits, once more
+        wire_->flush();
+        queued_ = 0;
+        st = wire_->send_frame(frame);
+      }
+      if (st.is_ok() && ++queued_ >= tuning::kRawKickBatch) {
+        wire_->flush();
+        queued_ = 0;
+      } else if (st.is_ok()) {
+        NetEngine::get().raw_frame_queued();
+      }
+    }
   }
   owner_.completed(w.wr_id, WcOpcode::kSend, st, st == WcStatus::kSuccess ? uint32_t(len) : 0,
                    w.flags & send_flags::kSignaled, &unsignaled_);

@@ -35,6 +35,7 @@ class RawEngine final : public LinkEngine {
   const uint32_t ifindex_, qpn_, max_frame_;
   link::XdpPort* wire_;
   uint32_t unsignaled_ = 0;
+  uint32_t queued_ = 0;  // frames put on the port's ring since this engine's last kick
   std::vector<uint8_t> frame_;
 };
 

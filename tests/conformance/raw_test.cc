@@ -6,6 +6,7 @@
 // test that drops the capability forks.
 #include <arpa/inet.h>
 #include <linux/capability.h>
+#include <poll.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -209,6 +210,52 @@ TEST_F(RawEthernet, AFrameARuleClaimsArrivesWholeAndOthersDoNot) {
   ASSERT_EQ(cli_->send(4, hit), 0);
   ASSERT_TRUE(poll_one(cli_->cq));
   EXPECT_TRUE(poll_for(srv_->cq, 50).empty()) << "the rule is gone";
+}
+
+TEST_F(RawEthernet, AFrameWakesTheReceiversCompletionChannel) {
+  ibv_comp_channel* ch = ibv_create_comp_channel(ctx_);
+  ASSERT_NE(ch, nullptr);
+  ibv_cq* cq = ibv_create_cq(ctx_, 16, nullptr, ch, 0);
+  ASSERT_NE(cq, nullptr);
+  RawQp srv;
+  srv.cq = cq;  // made here, on the channel
+  srv.mr = ibv_reg_mr(pd_, srv.buf.data(), srv.buf.size(), IBV_ACCESS_LOCAL_WRITE);
+  ibv_qp_init_attr a{};
+  a.send_cq = a.recv_cq = cq;
+  a.qp_type = IBV_QPT_RAW_PACKET;
+  a.cap = {4, 4, 1, 1, 0};
+  srv.qp = ibv_create_qp(pd_, &a);
+  ASSERT_NE(srv.qp, nullptr);
+  ibv_qp_attr m{};
+  m.qp_state = IBV_QPS_INIT;
+  m.port_num = 1;
+  ASSERT_EQ(ibv_modify_qp(srv.qp, &m, IBV_QP_STATE | IBV_QP_PORT), 0);
+  m.qp_state = IBV_QPS_RTR;
+  ASSERT_EQ(ibv_modify_qp(srv.qp, &m, IBV_QP_STATE), 0);
+  ASSERT_TRUE(cli_->make(ctx_, pd_));
+  Rule r;
+  r.dst_mac(kSrvMac);
+  ibv_flow* f = ibv_create_flow(srv.qp, r.attr());
+  ASSERT_NE(f, nullptr);
+  ASSERT_EQ(srv.recv(1), 0);
+  ASSERT_EQ(ibv_req_notify_cq(cq, 0), 0);
+  ASSERT_EQ(cli_->send(1, udp_frame(kSrvMac, kCliMac, 1, 2, 100)), 0);
+  pollfd p{ch->fd, POLLIN, 0};
+  ASSERT_EQ(poll(&p, 1, 2000), 1) << "no completion event";
+  ibv_cq* ev_cq = nullptr;
+  void* ev_ctx = nullptr;
+  ASSERT_EQ(ibv_get_cq_event(ch, &ev_cq, &ev_ctx), 0);
+  EXPECT_EQ(ev_cq, cq);
+  ibv_ack_cq_events(cq, 1);
+  auto wc = poll_one(cq);
+  ASSERT_TRUE(wc);
+  EXPECT_EQ(wc->opcode, IBV_WC_RECV);
+  EXPECT_EQ(ibv_destroy_flow(f), 0);
+  ibv_destroy_qp(srv.qp);
+  srv.qp = nullptr;
+  ibv_destroy_cq(cq);
+  srv.cq = nullptr;
+  ibv_destroy_comp_channel(ch);
 }
 
 TEST_F(RawEthernet, PriorityDontTrapAndDefaultRules) {
