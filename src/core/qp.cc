@@ -197,7 +197,8 @@ Qp::~Qp() {
   if (opened_from_) return;  // a handle from ibv_open_qp owns nothing
   net_close();
   if (type_ == QpType::kRawPacket) {
-    for (uint64_t h : RawSwitch::get().remove_qp(qpn_)) (void)wire_rule(h, nullptr);
+    link::XdpPort* port = wire_port();
+    for (uint64_t h : RawSwitch::get().remove_qp(qpn_)) (void)wire_rule(port, h, nullptr);
   }
   if (raw_user_) NetEngine::get().remove_raw();
   if (shm_engine_) Service::get().remove(shm_engine_.get());

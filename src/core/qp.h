@@ -210,8 +210,11 @@ class Qp final : private QpOwner {
   bool raw_user_ = false;           // counted in NetEngine::add_raw
   /// Rule `handle` of the raw switch on the wire too: uroced's program
   /// steers the frames `r` matches to this process's AF_XDP socket for the
-  /// device's interface, if it has one (`r` null: the rule goes).
-  Status wire_rule(uint64_t handle, const FlowRule* r);
+  /// device's interface, `port` (wire_port()), if it has one (`r` null:
+  /// the rule goes).
+  Status wire_rule(link::XdpPort* port, uint64_t handle, const FlowRule* r);
+  /// This process's AF_XDP port on the device's interface, if any.
+  link::XdpPort* wire_port() const;
   NetCounters* counters_ = nullptr;                 // net_'s counters, in the context's segment
   std::vector<uint32_t> mcast_ GUARDED_BY(sq_mu_);  // groups attached (IPv4, network order)
   struct RawGroup {

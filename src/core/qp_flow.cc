@@ -19,8 +19,8 @@ Result<uint64_t> Qp::create_flow(const FlowRule& r) {
   // uroced checks CAP_NET_RAW with each rule it puts on the wire (wire_rule);
   // a rule that stays in this process (no port here, a sniffer) is asked
   // about here.
-  const bool checked_by_rule =
-      r.type != FlowType::kSniffer && NetEngine::get().xdp_port(ctx_->dev(), ctx_->ctl()) != nullptr;
+  link::XdpPort* port = wire_port();
+  const bool checked_by_rule = r.type != FlowType::kSniffer && port != nullptr;
   if (Status st = checked_by_rule ? Status::ok() : ctx_->ctl()->raw_access(); !st.is_ok()) {
     UROCE_WARN("flow steering rule refused: %s",
                st.err() == EPERM ? "the process lacks CAP_NET_RAW" : strerror(st.err()));
@@ -28,7 +28,7 @@ Result<uint64_t> Qp::create_flow(const FlowRule& r) {
   }
   auto h = RawSwitch::get().add(ctx_->dev().ifindex, qpn_, r, rss_.get());
   if (!h.is_ok()) return h;
-  if (Status st = wire_rule(h.value(), &r); !st.is_ok()) {
+  if (Status st = wire_rule(port, h.value(), &r); !st.is_ok()) {
     RawSwitch::get().remove(h.value());
     if (st.err() == EPERM) UROCE_WARN("flow steering rule refused: the process lacks CAP_NET_RAW");
     return st;
@@ -38,14 +38,15 @@ Result<uint64_t> Qp::create_flow(const FlowRule& r) {
 
 Status Qp::destroy_flow(uint64_t handle) {
   if (!RawSwitch::get().remove(handle)) return Status(EINVAL);
-  return wire_rule(handle, nullptr);
+  return wire_rule(wire_port(), handle, nullptr);
 }
 
-Status Qp::wire_rule(uint64_t handle, const FlowRule* r) {
+link::XdpPort* Qp::wire_port() const { return NetEngine::get().xdp_port(ctx_->dev(), ctx_->ctl()); }
+
+Status Qp::wire_rule(link::XdpPort* port, uint64_t handle, const FlowRule* r) {
   // A sniffer sees what this process's raw QPs and AF_XDP socket move; it
   // takes nothing from the kernel.
   if (r && r->type == FlowType::kSniffer) return Status::ok();
-  link::XdpPort* port = NetEngine::get().xdp_port(ctx_->dev(), ctx_->ctl());
   if (!port) return Status::ok();  // nothing comes from the wire to this process
   wire::FlowKey val{}, mask{};
   if (r && r->type == FlowType::kMcDefault) {
@@ -71,7 +72,7 @@ Status Qp::raw_attach(const uint8_t gid[16]) {
   FlowRule rule;
   std::memcpy(rule.val.dst_mac, mac, 6);
   std::memset(rule.mask.dst_mac, 0xff, 6);
-  if (Status st = wire_rule(h.value(), &rule); !st.is_ok()) {
+  if (Status st = wire_rule(wire_port(), h.value(), &rule); !st.is_ok()) {
     RawSwitch::get().remove(h.value());
     return st;
   }
@@ -86,7 +87,7 @@ Status Qp::raw_detach(const uint8_t gid[16]) {
   for (auto it = raw_groups_.begin(); it != raw_groups_.end(); ++it)
     if (std::memcmp(it->mac, gid + 10, 6) == 0) {
       RawSwitch::get().remove(it->handle);
-      (void)wire_rule(it->handle, nullptr);
+      (void)wire_rule(wire_port(), it->handle, nullptr);
       raw_groups_.erase(it);
       return Status::ok();
     }

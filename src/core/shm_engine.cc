@@ -289,8 +289,10 @@ ShmEngine::Exec ShmEngine::execute(const SendWqe& w, ExecOut* out) {
     case WrOpcode::kAtomicCmpAndSwp:
     case WrOpcode::kAtomicFetchAndAdd: {
       uint64_t orig = 0;
-      r = core::respond_atomic(t, ctx_->host(), w.opcode == WrOpcode::kAtomicCmpAndSwp, w.remote_addr, w.rkey,
-                               w.compare_add, w.swap, &orig, w.xrc_srqn);
+      const auto op =
+          w.opcode == WrOpcode::kAtomicCmpAndSwp ? link::AtomicOp::kCmpSwap : link::AtomicOp::kFetchAdd;
+      r = core::respond_atomic(t, ctx_->host(), op, w.remote_addr, w.rkey, w.compare_add, w.swap, &orig,
+                               w.xrc_srqn);
       if (r == Resp::kOk) memcpy(loc[0].iov_base, &orig, 8);
       len = 8;
       break;
@@ -298,7 +300,8 @@ ShmEngine::Exec ShmEngine::execute(const SendWqe& w, ExecOut* out) {
     case WrOpcode::kAtomicWrite: {
       uint64_t v = 0;
       iov_read({loc, nl}, 0, 8, reinterpret_cast<uint8_t*>(&v));
-      r = core::respond_atomic_write(t, ctx_->host(), w.remote_addr, w.rkey, v, w.xrc_srqn);
+      r = core::respond_atomic(t, ctx_->host(), link::AtomicOp::kStore, w.remote_addr, w.rkey, 0, v, nullptr,
+                               w.xrc_srqn);
       len = 8;
       break;
     }

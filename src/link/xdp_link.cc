@@ -127,7 +127,7 @@ int XdpPort::poll(OnPacket on_packet, int max, bool* more) {
 }
 
 void XdpPort::on_frame(std::span<const uint8_t> f, OnPacket on_packet) {
-  if (opt_.raw && opt_.raw(f)) {
+  if (opt_.raw_rules && opt_.raw_rules->load(std::memory_order_relaxed) != 0 && opt_.raw(f)) {
     ++stats_->raw_received;
     return;
   }

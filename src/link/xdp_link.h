@@ -43,6 +43,9 @@ class XdpPort final : public PacketSource {
     /// Sees every received frame first; true: it was taken (a RAW_PACKET
     /// QP's flow rule claimed it) and is not a RoCE packet of this port's.
     std::function<bool(std::span<const uint8_t>)> raw;
+    /// `raw` is asked only while this count (the process's flow rules) is
+    /// not zero: RoCE-only processes pay one load per frame, not a call.
+    const std::atomic<size_t>* raw_rules = nullptr;
   };
   struct Stats {
     uint64_t sent = 0, send_full = 0, received = 0, bad_icrc = 0, malformed = 0, not_roce = 0, cnp = 0;

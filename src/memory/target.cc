@@ -319,7 +319,7 @@ Resp respond_read(const PeerQp& t, const iovec* dst, size_t ndst, uint64_t len, 
   return Resp::kOk;
 }
 
-Resp respond_atomic(const PeerQp& t, HostShm* host, bool cmp_swap, uint64_t raddr, uint32_t rkey,
+Resp respond_atomic(const PeerQp& t, HostShm* host, link::AtomicOp op, uint64_t raddr, uint32_t rkey,
                     uint64_t compare_add, uint64_t swap, uint64_t* orig, uint32_t xrc_srqn) {
   if (!receiving(t)) return Resp::kNoAnswer;
   Rx x;
@@ -329,53 +329,25 @@ Resp respond_atomic(const PeerQp& t, HostShm* host, bool cmp_swap, uint64_t radd
     target_error(t, AsyncEvent::kQpReqErr);
     return Resp::kRemInvReq;
   }
+  const uint32_t need = op == link::AtomicOp::kStore ? access::kRemoteWrite : access::kRemoteAtomic;
   MrView buf;
   const MrView* mrp = nullptr;
-  if (!(t.qp->access_flags & access::kRemoteAtomic) ||
-      !(mrp = target_mr(x, rkey, raddr, 8, access::kRemoteAtomic, &buf))) {
-    target_error(t, AsyncEvent::kQpAccessErr);
-    return Resp::kRemAccess;
-  }
-  const MrView& mr = *mrp;
-  uint64_t va = mr.vaddr + (raddr - mr.iova);
-  auto* here = reinterpret_cast<uint64_t*>(mapped(x, mr, rkey, va, 8));
-  int rc = link::atomic_on_peer(host->stripes, x.seg->pid, va, here,
-                                cmp_swap ? link::AtomicOp::kCmpSwap : link::AtomicOp::kFetchAdd, compare_add,
-                                swap, orig);
-  if (rc == -ESRCH) return Resp::kNoAnswer;
-  if (rc != 0) {
-    target_error(t, AsyncEvent::kQpAccessErr);
-    return Resp::kRemOp;
-  }
-  return Resp::kOk;
-}
-
-Resp respond_atomic_write(const PeerQp& t, HostShm* host, uint64_t raddr, uint32_t rkey, uint64_t value,
-                          uint32_t xrc_srqn) {
-  if (!receiving(t)) return Resp::kNoAnswer;
-  Rx x;
-  if (!rx_of(t, xrc_srqn, &x)) return Resp::kRemInvReq;
-  if (raddr & 7) {
-    target_error(t, AsyncEvent::kQpReqErr);  // 8-byte aligned, as the other atomics
-    return Resp::kRemInvReq;
-  }
-  MrView buf;
-  const MrView* mrp = nullptr;
-  if (!(t.qp->access_flags & access::kRemoteWrite) ||
-      !(mrp = target_mr(x, rkey, raddr, 8, access::kRemoteWrite, &buf))) {
+  if (!(t.qp->access_flags & need) || !(mrp = target_mr(x, rkey, raddr, 8, need, &buf))) {
     target_error(t, AsyncEvent::kQpAccessErr);
     return Resp::kRemAccess;
   }
   const MrView& mr = *mrp;
   const uint64_t va = mr.vaddr + (raddr - mr.iova);
   if (va & 7) {
+    // An aligned iova over a misaligned buffer (a zero-based region): the
+    // host's 8-byte store or locked instruction would not be one access.
     target_error(t, AsyncEvent::kQpReqErr);
     return Resp::kRemInvReq;
   }
   auto* here = reinterpret_cast<uint64_t*>(mapped(x, mr, rkey, va, 8));
-  uint64_t orig = 0;
+  uint64_t old = 0;
   const int rc =
-      link::atomic_on_peer(host->stripes, x.seg->pid, va, here, link::AtomicOp::kStore, 0, value, &orig);
+      link::atomic_on_peer(host->stripes, x.seg->pid, va, here, op, compare_add, swap, orig ? orig : &old);
   if (rc == -ESRCH) return Resp::kNoAnswer;
   if (rc != 0) {
     target_error(t, AsyncEvent::kQpAccessErr);

@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include "contract/types.h"
+#include "link/shm_link.h"
 #include "memory/cq_ring.h"
 #include "memory/peer_map.h"
 #include "memory/rq_ring.h"
@@ -54,13 +55,12 @@ Resp respond_write(const PeerQp& t, const iovec* src, size_t nsrc, uint64_t len,
 /// RDMA READ: copies the remote range into `dst`.
 Resp respond_read(const PeerQp& t, const iovec* dst, size_t ndst, uint64_t len, uint64_t raddr, uint32_t rkey,
                   uint32_t xrc_srqn = 0);
-/// ATOMIC CMP_AND_SWP / FETCH_AND_ADD on 8 aligned bytes; *orig gets the old value.
-Resp respond_atomic(const PeerQp& t, HostShm* host, bool cmp_swap, uint64_t raddr, uint32_t rkey,
+/// An 8-byte atomic at raddr (aligned): CMP_AND_SWP and FETCH_AND_ADD need
+/// remote atomic access and return the old value in *orig; ATOMIC WRITE
+/// (IBA 1.5, link::AtomicOp::kStore of `swap`) needs remote write access.
+/// All three are atomic against each other (the host's stripe locks).
+Resp respond_atomic(const PeerQp& t, HostShm* host, link::AtomicOp op, uint64_t raddr, uint32_t rkey,
                     uint64_t compare_add, uint64_t swap, uint64_t* orig, uint32_t xrc_srqn = 0);
-/// ATOMIC WRITE (IBA 1.5): stores `value` at raddr (8 bytes, aligned) at
-/// once, atomic against the other atomics; needs remote write access.
-Resp respond_atomic_write(const PeerQp& t, HostShm* host, uint64_t raddr, uint32_t rkey, uint64_t value,
-                          uint32_t xrc_srqn = 0);
 /// The target QP's current receive-queue producer index (RNR early retry).
 uint64_t target_rq_tail(const PeerQp& t, uint32_t xrc_srqn = 0);
 

@@ -326,8 +326,9 @@ link::XdpPort* NetEngine::xdp_port(const DeviceInfo& d, ControlClient* ctl) {
     // Frames the flow rules of this process's RAW_PACKET QPs claim (uroced's
     // program steers them here too) go to those QPs.
     o.raw = [ifindex = d.ifindex](std::span<const uint8_t> f) {
-      return RawSwitch::get().any() && RawSwitch::get().received(ifindex, f);
+      return RawSwitch::get().received(ifindex, f);
     };
+    o.raw_rules = &RawSwitch::get().rule_count();
     x.port = std::make_unique<link::XdpPort>(std::move(xsk.value()), o);
   }
   if (why)

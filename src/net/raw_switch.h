@@ -64,6 +64,8 @@ class RawSwitch {
   const Stats& stats() const { return stats_; }
   /// Whether any rule exists (a cheap look before the work of a frame).
   bool any() const { return count_.load(std::memory_order_relaxed) != 0; }
+  /// How many rules there are, for a reader that polls it (XdpPort::Options).
+  const std::atomic<size_t>& rule_count() const { return count_; }
 
  private:
   /// A receive queue frames go to: a QP's, or a work queue's.

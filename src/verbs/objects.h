@@ -172,6 +172,22 @@ void to_wc(const core::Cqe& c, ibv_wc* wc);
 void init_cq_ex_ops(UCq* cq);
 /// New post-send API callbacks (qp_ex.cc).
 void init_qp_ex_ops(UQp* qp);
+/// Posts a chain of receive requests through `post(wr_id, sges, num_sge)`
+/// (a QP's, a work queue's or an SRQ's queue); the first one refused stops
+/// the chain and is named in *bad, as ibv_post_recv(3) describes.
+template <class Post>
+int post_recv_chain(ibv_recv_wr* wr, ibv_recv_wr** bad, Post&& post) {
+  for (; wr; wr = wr->next) {
+    Status st = wr->num_sge < 0
+                    ? Status(EINVAL)
+                    : post(wr->wr_id, reinterpret_cast<const core::Sge*>(wr->sg_list), uint32_t(wr->num_sge));
+    if (!st) {
+      *bad = wr;
+      return st.err();
+    }
+  }
+  return 0;
+}
 /// Builds the core send WQE for one ibv_send_wr (qp.cc).
 int post_send_one(UQp* q, const ibv_send_wr* wr);
 

@@ -401,18 +401,9 @@ int op_post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
 }
 
 int op_post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
-  UQp* q = uqp(qp);
-  for (; wr; wr = wr->next) {
-    Status st = wr->num_sge < 0
-                    ? Status(EINVAL)
-                    : q->core->post_recv(wr->wr_id, reinterpret_cast<const core::Sge*>(wr->sg_list),
-                                         uint32_t(wr->num_sge));
-    if (!st) {
-      *bad = wr;
-      return st.err();
-    }
-  }
-  return 0;
+  core::Qp* q = uqp(qp)->core.get();
+  return post_recv_chain(wr, bad,
+                         [q](uint64_t id, const core::Sge* s, uint32_t n) { return q->post_recv(id, s, n); });
 }
 
 // --- address handles

@@ -153,17 +153,9 @@ UROCE_EXPORT int ibv_destroy_srq(ibv_srq* srq) {
 }
 
 int op_post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad) {
-  USrq* s = usrq(srq);
-  for (; wr; wr = wr->next) {
-    Status st = wr->num_sge < 0 ? Status(EINVAL)
-                                : s->core->post(wr->wr_id, reinterpret_cast<const core::Sge*>(wr->sg_list),
-                                                uint32_t(wr->num_sge));
-    if (!st) {
-      *bad = wr;
-      return st.err();
-    }
-  }
-  return 0;
+  auto* s = usrq(srq)->core.get();
+  return post_recv_chain(wr, bad,
+                         [s](uint64_t id, const core::Sge* g, uint32_t n) { return s->post(id, g, n); });
 }
 
 }  // namespace uroce::verbs

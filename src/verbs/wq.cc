@@ -18,18 +18,9 @@ namespace {
 constexpr uint32_t kMaxLogIndTable = 8;
 
 int op_post_wq_recv(ibv_wq* wq, ibv_recv_wr* wr, ibv_recv_wr** bad) {
-  UWq* w = uwq(wq);
-  for (; wr; wr = wr->next) {
-    Status st = wr->num_sge < 0
-                    ? Status(EINVAL)
-                    : w->core->post_recv(wr->wr_id, reinterpret_cast<const core::Sge*>(wr->sg_list),
-                                         uint32_t(wr->num_sge));
-    if (!st) {
-      *bad = wr;
-      return st.err();
-    }
-  }
-  return 0;
+  core::Qp* q = uwq(wq)->core.get();
+  return post_recv_chain(wr, bad,
+                         [q](uint64_t id, const core::Sge* s, uint32_t n) { return q->post_recv(id, s, n); });
 }
 
 }  // namespace

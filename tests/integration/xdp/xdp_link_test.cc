@@ -119,6 +119,19 @@ class XdpSteerTest : public ::testing::Test {
     ASSERT_TRUE(s->steer->steer(qpn, slot).is_ok());
   }
 
+  /// uroced's request hooks with one device: the receiving end.
+  daemon::Requests::Hooks device_hooks(daemon::XdpPorts* ports) const {
+    daemon::Requests::Hooks hooks;
+    hooks.devices = [dev_index = uint32_t(recv_.index)] {
+      core::DeviceInfo d{};
+      snprintf(d.name, sizeof(d.name), "uroce_%s", kRecvIf);
+      d.ifindex = dev_index;
+      return std::vector<core::DeviceInfo>{d};
+    };
+    hooks.xdp = ports;
+    return hooks;
+  }
+
   /// A RoCE v2 frame (RC SEND ONLY) from the sending end to `qpn` at the
   /// receiving end, with `tag` as its payload's first byte.
   std::vector<uint8_t> frame(uint32_t qpn, uint8_t tag) const {
@@ -340,16 +353,8 @@ TEST_F(XdpSteerTest, UrocedLendsAnInterfaceToOneProcessAtATime) {
 TEST_F(XdpSteerTest, RequestsLendOnlyDevicesAndSteerOnlyOwnQps) {
   daemon::XdpPorts ports;
   const int host = memfd_create("host", MFD_CLOEXEC);
-  daemon::Requests::Hooks hooks;
   const uint32_t dev_index = uint32_t(recv_.index);
-  hooks.devices = [dev_index] {
-    core::DeviceInfo d{};
-    snprintf(d.name, sizeof(d.name), "uroce_%s", kRecvIf);
-    d.ifindex = dev_index;
-    return std::vector<core::DeviceInfo>{d};
-  };
-  hooks.xdp = &ports;
-  daemon::Requests req(host, hooks);
+  daemon::Requests req(host, device_hooks(&ports));
   constexpr int kA = 100, kB = 101;
   ASSERT_TRUE(req.open(kA, getpid(), true));
   ASSERT_TRUE(req.open(kB, getpid(), true));
@@ -419,16 +424,8 @@ TEST_F(XdpSteerTest, RequestsLendOnlyDevicesAndSteerOnlyOwnQps) {
 TEST_F(XdpSteerTest, RawRulesSteerWhatTheyMatchToTheInterfacesClientOnly) {
   daemon::XdpPorts ports;
   const int host = memfd_create("host", MFD_CLOEXEC);
-  daemon::Requests::Hooks hooks;
   const uint32_t dev_index = uint32_t(recv_.index);
-  hooks.devices = [dev_index] {
-    core::DeviceInfo d{};
-    snprintf(d.name, sizeof(d.name), "uroce_%s", kRecvIf);
-    d.ifindex = dev_index;
-    return std::vector<core::DeviceInfo>{d};
-  };
-  hooks.xdp = &ports;
-  daemon::Requests req(host, hooks);
+  daemon::Requests req(host, device_hooks(&ports));
   constexpr int kA = 100, kB = 101;
   ASSERT_TRUE(req.open(kA, getpid(), true));
   ASSERT_TRUE(req.open(kB, getpid(), true));
