@@ -36,6 +36,9 @@ struct DeviceLimits {
   uint64_t page_size_cap;
   uint64_t max_dm_size;         // device memory (core/device_memory.h), per context
   uint32_t hca_core_clock_khz;  // completion timestamps are in ns
+  /// Packet pacing of RAW_PACKET QPs (IBV_QP_RATE_LIMIT, kbit/s; 0 =
+  /// unpaced): net/raw_engine.h. Up to the port's 4X EDR rate.
+  uint32_t qp_rate_limit_min_kbps, qp_rate_limit_max_kbps;
   /// 0xFFFFFF, as Soft-RoCE (rxe) reports: no IEEE OUI, so perftest, UCX and
   /// pyverbs take their generic paths; 0 is refused by rdma-core's test suite.
   uint32_t vendor_id;
@@ -71,6 +74,8 @@ inline constexpr DeviceLimits kLimits = {
     .page_size_cap = 0xfffff000,
     .max_dm_size = 128u << 10,  // what mlx5 ConnectX-5 reports
     .hca_core_clock_khz = 1000000,
+    .qp_rate_limit_min_kbps = 1,
+    .qp_rate_limit_max_kbps = 100'000'000,
     .vendor_id = 0xffffff,
     .vendor_part_id = 0,
     .hw_ver = 0,

@@ -164,6 +164,9 @@ Result<std::unique_ptr<Qp>> Qp::create(Context* ctx, const QpCreateArgs& a) {
     // The longest frame: the MTU, an Ethernet header and one VLAN tag.
     q->raw_engine_ = std::make_unique<RawEngine>(static_cast<QpOwner&>(*q), d.ifindex, q->qpn_, d.if_mtu + 18,
                                                  NetEngine::get().xdp_port(d, ctx->ctl()));
+    // What waits in its send queue (paced, or a full ring) leaves from the
+    // engine's polls.
+    NetEngine::get().add_paced(q->raw_engine_.get());
   } else if (!xrc_tgt && !raw)
     q->shm_engine_ = std::make_unique<ShmEngine>(ctx, static_cast<QpOwner&>(*q), q->sq_mu_, q->attr_,
                                                  q->type_, q->qpn_, q->shm_);
@@ -200,6 +203,7 @@ Qp::~Qp() {
     link::XdpPort* port = wire_port();
     for (uint64_t h : RawSwitch::get().remove_qp(qpn_)) (void)wire_rule(port, h, nullptr);
   }
+  if (raw_engine_) NetEngine::get().remove_paced(raw_engine_.get());
   if (raw_user_) NetEngine::get().remove_raw();
   if (shm_engine_) Service::get().remove(shm_engine_.get());
   if (local_id_) slot(local_id_).store(nullptr, std::memory_order_release);
@@ -281,6 +285,9 @@ Status Qp::modify(const QpModifyArgs& a, uint32_t mask) {
     if (shm_engine_) shm_engine_->forget_peer();
   }
   if (mask & kEnSqdAsyncNotify) attr_.en_sqd_async_notify = a.en_sqd_async_notify;
+  if ((mask & kRateLimit) && type_ == QpType::kRawPacket) {
+    if (Status s = set_rate_limit(a.rate_limit, 0); !s.is_ok()) return s;
+  }
   if (next == QpState::kRtr && cur == QpState::kInit &&
       wants_network(ctx_->dev(), type_, attr_.av, qpn_, attr_.dest_qpn, ctx_->ctl())) {
     if (Status s = net_open(); !s.is_ok()) return s;
@@ -300,6 +307,7 @@ Status Qp::modify(const QpModifyArgs& a, uint32_t mask) {
     // Back to a clean queue: drop posted receives, deferred sends and the
     // completions still queued for this QP silently.
     if (shm_engine_) shm_engine_->reset();
+    if (raw_engine_) raw_engine_->reset();
     last_wqe_raised_.store(false, std::memory_order_relaxed);
     if (send_cq_) send_cq_->purge_qp(qpn_);
     if (recv_cq_ && recv_cq_ != send_cq_) recv_cq_->purge_qp(qpn_);
@@ -364,6 +372,7 @@ void Qp::to_error(const QpFailure& f) {
 void Qp::flush_all() {
   if (net_) net_->flush();
   if (shm_engine_) shm_engine_->flush();
+  if (raw_engine_) raw_engine_->flush();
   flush_rq();
 }
 

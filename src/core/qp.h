@@ -27,6 +27,7 @@
 #include "core/shm_engine.h"
 #include "core/srq.h"
 #include "net/link_engine.h"
+#include "net/raw_engine.h"
 
 namespace uroce::core {
 
@@ -106,6 +107,10 @@ class Qp final : private QpOwner {
   Status destroy_flow(uint64_t handle);
   /// Rules name this QP (ibv_destroy_qp then fails with EBUSY).
   bool has_flows() const;
+  /// Packet pacing of a RAW_PACKET QP's sends (IBV_QP_RATE_LIMIT,
+  /// ibv_modify_qp_rate_limit): kbit/s, 0 unpaced; EINVAL outside the
+  /// device's packet_pacing_caps or on another QP type.
+  Status set_rate_limit(uint32_t kbps, uint32_t max_burst_bytes);
 
  private:
   Qp() = default;
@@ -205,7 +210,7 @@ class Qp final : private QpOwner {
   std::unique_ptr<NetQp> net_ GUARDED_BY(sq_mu_);
   /// A RAW_PACKET QP's engine (it has no other; a work queue or an RSS QP
   /// has none).
-  std::unique_ptr<LinkEngine> raw_engine_;
+  std::unique_ptr<RawEngine> raw_engine_;
   std::unique_ptr<RssConfig> rss_;  // an RSS QP's hash and table
   bool raw_user_ = false;           // counted in NetEngine::add_raw
   /// Rule `handle` of the raw switch on the wire too: uroced's program

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "common/log.h"
+#include "contract/limits.h"
 #include "core/qp.h"
 #include "link/xdp_link.h"
 #include "net/net_engine.h"
@@ -57,6 +58,14 @@ Status Qp::wire_rule(link::XdpPort* port, uint64_t handle, const FlowRule* r) {
   }  // ALL_DEFAULT: everything
   Status st = ctx_->ctl()->raw_rule(ctx_->dev().ifindex, handle, val, mask, r != nullptr);
   return r || st.err() != ENOENT ? st : Status::ok();
+}
+
+Status Qp::set_rate_limit(uint32_t kbps, uint32_t max_burst_bytes) {
+  if (!raw_engine_) return Status(EINVAL);
+  if (kbps && (kbps < kLimits.qp_rate_limit_min_kbps || kbps > kLimits.qp_rate_limit_max_kbps))
+    return Status(EINVAL);
+  raw_engine_->set_rate(kbps, max_burst_bytes);
+  return Status::ok();
 }
 
 // A RAW_PACKET QP's multicast group (perftest's --raw_mcast, as mlx5 takes

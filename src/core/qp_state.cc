@@ -35,16 +35,17 @@ Kind kind_of(QpType t) {
 // needs no responder attributes at RTR, and a target QP, which never
 // requests, needs no requester retry attributes at RTS.
 // RAW_PACKET (ibv_modify_qp(3)): INIT = STATE, PORT; RTR = STATE; RTS =
-// STATE. An address vector at RTR carries only a service level (perftest's
+// STATE, and RATE_LIMIT may come with RTR -> RTS and RTS -> RTS (as the
+// kernel's table has it). An address vector at RTR carries only a service level (perftest's
 // --raw_qos).
 Rule raw_rule(QpState cur, QpState next) {
   if (next == QpState::kReset || next == QpState::kErr) return {0, 0, cur != QpState::kUnknown};
   if (cur == QpState::kReset && next == QpState::kInit) return {kPort, 0, true};
   if (cur == QpState::kInit && next == QpState::kInit) return {0, kPort, true};
   if (cur == QpState::kInit && next == QpState::kRtr) return {0, kAv, true};
-  if ((cur == QpState::kRtr || cur == QpState::kRts || cur == QpState::kSqd || cur == QpState::kSqe) &&
-      next == QpState::kRts)
-    return {0, kCurState, true};
+  if ((cur == QpState::kRtr || cur == QpState::kRts) && next == QpState::kRts)
+    return {0, kCurState | kRateLimit, true};  // packet pacing (net/raw_engine.h)
+  if ((cur == QpState::kSqd || cur == QpState::kSqe) && next == QpState::kRts) return {0, kCurState, true};
   if (cur == QpState::kRts && next == QpState::kSqd) return {0, kEnSqdAsyncNotify, true};
   return {0, 0, false};
 }

@@ -110,8 +110,10 @@ Status XdpPort::send_frame(std::span<const uint8_t> frame) {
 
 void XdpPort::flush() {
   std::lock_guard<SpinLock> g(tx_mu_);
-  tx_pending_.store(false, std::memory_order_relaxed);
   xsk_->flush();
+  // Frames the kernel did not take yet (a busy driver queue) wait for the
+  // next flush: an empty poll or the engine thread's look.
+  tx_pending_.store(xsk_->unkicked() != 0, std::memory_order_relaxed);
 }
 
 void XdpPort::flush_faults() {

@@ -188,9 +188,11 @@ void XskSocket::kick() {
   // is empty. A full driver queue (ENOBUFS) or another sender in the call
   // (EBUSY) leave the rest for the next kick.
   for (uint32_t calls = 0; calls <= ring_size_; ++calls) {
-    if (sendto(fd_, nullptr, 0, MSG_DONTWAIT, nullptr, 0) >= 0) return;
-    if (errno != EAGAIN && errno != EINTR) return;
+    if (sendto(fd_, nullptr, 0, MSG_DONTWAIT, nullptr, 0) >= 0) break;
+    if (errno != EAGAIN && errno != EINTR) break;
   }
+  // What the kernel left on the ring still needs a kick: the next flush's.
+  queued_ = ring_size_ - xsk_prod_nb_free(&tx_, ring_size_);
 }
 
 void XskSocket::flush() {

@@ -59,6 +59,9 @@ class XskSocket {
   void tx_commit(size_t len);
   /// Hands the queued frames to the kernel (a sendto() kick when any).
   void flush();
+  /// Frames on the TX ring the kernel has not taken (it stops at a busy
+  /// driver queue): the next flush kicks again.
+  uint32_t unkicked() const { return queued_; }
   /// The longest frame one frame of packet memory carries.
   size_t max_frame() const { return frame_size_ - kHeadroom; }
   int fd() const { return fd_; }

@@ -24,6 +24,7 @@
 #include "memory/notify.h"
 #include "memory/peer_map.h"
 #include "net/net_engine_tuning.h"
+#include "net/raw_engine.h"
 #include "net/raw_switch.h"
 #include "net/ud_forward.h"
 #include "wire/cm_mad.h"
@@ -73,6 +74,7 @@ void NetEngine::fork_child() {
   sources_.clear();
   n_qps_ = 0;
   parked_.clear();
+  paced_.clear();  // the parent's QPs' queues
   // The parent's AF_XDP sockets are the parent's (uroced lent them to it):
   // only this copy of their descriptors and memory goes.
   new (&xdp_mu_) std::mutex();
@@ -227,6 +229,22 @@ Status NetEngine::add_raw() {
 
 void NetEngine::raw_frame_queued() { kick(fast_now_ns() + kRawKickNs); }
 
+void NetEngine::add_paced(RawEngine* e) {
+  std::lock_guard<std::mutex> g(run_mu_);
+  if (std::find(paced_.begin(), paced_.end(), e) == paced_.end()) paced_.push_back(e);
+}
+
+void NetEngine::remove_paced(RawEngine* e) {
+  std::lock_guard<std::mutex> g(run_mu_);
+  std::erase(paced_, e);
+}
+
+uint64_t NetEngine::pump_paced(uint64_t now) {
+  uint64_t next = UINT64_MAX;
+  for (RawEngine* e : paced_) next = std::min(next, e->pump(now));
+  return next;
+}
+
 void NetEngine::flush_raw_tx() {
   for (const Xdp& x : xdp_)
     if (x.port && x.port->tx_pending()) x.port->flush();
@@ -234,7 +252,7 @@ void NetEngine::flush_raw_tx() {
 
 void NetEngine::remove_raw() {
   std::lock_guard<std::mutex> g(run_mu_);
-  n_active_.fetch_sub(1, std::memory_order_relaxed);
+  if (n_active_.fetch_sub(1, std::memory_order_relaxed) == 1) log_forwarded();
 }
 
 void NetEngine::remove(NetQp* q) {
@@ -262,12 +280,13 @@ void NetEngine::log_forwarded() {
     const uint64_t ring = x.port->ring_dropped();
     if (s.bad_icrc + s.malformed + s.not_roce + s.send_full + ring)
       UROCE_INFO(
-          "AF_XDP port of interface %u: %llu frames received, %llu sent; dropped: %llu bad ICRC, %llu "
-          "malformed, %llu not RoCE v2, %llu by the kernel (rings full), %llu not sent (send frames in "
-          "flight)",
+          "AF_XDP port of interface %u: %llu frames received, %llu sent (raw QPs: %llu received, %llu "
+          "sent); dropped: %llu bad ICRC, %llu malformed, %llu not RoCE v2, %llu by the kernel (rings "
+          "full), %llu not sent (send frames in flight)",
           x.ifindex, (unsigned long long)s.received, (unsigned long long)s.sent,
-          (unsigned long long)s.bad_icrc, (unsigned long long)s.malformed, (unsigned long long)s.not_roce,
-          (unsigned long long)ring, (unsigned long long)s.send_full);
+          (unsigned long long)s.raw_received, (unsigned long long)s.raw_sent, (unsigned long long)s.bad_icrc,
+          (unsigned long long)s.malformed, (unsigned long long)s.not_roce, (unsigned long long)ring,
+          (unsigned long long)s.send_full);
   }
   auto n = [&](UdForward f) {
     return (unsigned long long)forwarded_[size_t(f)].exchange(0, std::memory_order_relaxed);
@@ -590,6 +609,7 @@ bool NetEngine::poll_now() {
     if (++busy % 16 == 0) sched_yield();
     return false;
   }
+  if (!paced_.empty()) (void)pump_paced(now);
   flush_raw_tx();
   app_read_ns_.store(now, std::memory_order_relaxed);
   for (const Source& s : sources_)
@@ -684,6 +704,7 @@ void NetEngine::loop() {
         if (d < next) next = d;
       }
       if (!parked_.empty()) next = std::min(next, now + kParkedRecheckNs);
+      if (!paced_.empty()) next = std::min(next, pump_paced(now));
       flush_raw_tx();
       g.unlock();
     }

@@ -22,6 +22,8 @@
 
 namespace uroce::core {
 
+class RawEngine;
+
 class NetEngine {
  public:
   /// The process's engine (made on first use, never destroyed: its thread
@@ -43,6 +45,11 @@ class NetEngine {
   /// it (net/raw_engine.h): the application's next empty poll, or this
   /// thread within kRawKickNs, kicks it.
   void raw_frame_queued();
+  /// A rate-limited raw QP's send queue (net/raw_engine.h): the
+  /// application's polls and this thread release its frames as they fall
+  /// due, until remove_paced (which returns once no call into it runs).
+  void add_paced(RawEngine* e);
+  void remove_paced(RawEngine* e);
   /// Reads `ep` too, a receiving socket of `q` beside its own: a multicast
   /// group's (NetQp::join; only packets for QP 0xFFFFFF go to `q`) or
   /// another address's (NetQp::add_address; packets go by destination QP as
@@ -113,6 +120,9 @@ class NetEngine {
   Status start();
   /// Kicks the AF_XDP ports with raw frames queued (run_mu_ held).
   void flush_raw_tx();
+  /// Releases the paced frames due at `now`; when the next one is due, or
+  /// UINT64_MAX (run_mu_ held).
+  uint64_t pump_paced(uint64_t now);
   void loop();
   void catch_up_slow();
   /// Adds `s` to sources_ and epoll (run_mu_ held); its index, or -1.
@@ -156,7 +166,8 @@ class NetEngine {
     std::unique_ptr<link::XdpPort> port;
   };
   std::vector<Xdp> xdp_;
-  std::mutex xdp_mu_;  // serializes xdp_port (lock order: xdp_mu_ -> run_mu_)
+  std::vector<RawEngine*> paced_;  // add_paced (under run_mu_)
+  std::mutex xdp_mu_;              // serializes xdp_port (lock order: xdp_mu_ -> run_mu_)
   // Packets other processes of the host got for our QPs (contract/inbox.h).
   // `inbox_used_`: one has come, so more will (its flow's datagrams all go
   // to that other process): the application's polls read it every time

@@ -20,6 +20,7 @@ struct QpModifyArgs {
   uint32_t access_flags, pkey_index, qkey, path_mtu, dest_qpn, rq_psn, sq_psn;
   uint8_t port_num, timeout, retry_cnt, rnr_retry, min_rnr_timer, max_rd_atomic, max_dest_rd_atomic,
       sq_draining, en_sqd_async_notify;
+  uint32_t rate_limit;  // kbit/s (IBV_QP_RATE_LIMIT; RAW_PACKET QPs pace by it)
   AddressVector av;
   QpCaps cap;
 };

@@ -3,13 +3,25 @@
 // build it in the buffer), which leaves as it is: to the QPs of this
 // process whose flow rules claim it (net/raw_switch.h), and onto the wire
 // through the process's AF_XDP socket for the device's interface when it
-// has one. The work completes at once, in order; a frame longer than the
-// port's MTU allows completes with a local length error, never truncated.
+// has one. A frame longer than the port's MTU allows completes with a local
+// length error, never truncated.
+//
+// Unpaced, work completes as it is posted, in order, unless the port's send
+// ring is full: then it waits, as paced work does. Paced (packet pacing,
+// IBV_QP_RATE_LIMIT or ibv_modify_qp_rate_limit(3), as mlx5 offers it on
+// raw QPs): frames are copied at post and leave no faster than the rate,
+// each completing as it leaves; the application's polls and the network
+// engine's thread release what waits (NetEngine::add_paced: every raw QP's
+// engine), a burst of up to `max_burst_bytes` at once after an idle time.
 #pragma once
 
 #include <cstdint>
+#include <deque>
+#include <span>
 #include <vector>
 
+#include "common/spin_lock.h"
+#include "common/thread_annotations.h"
 #include "net/link_engine.h"
 
 namespace uroce::link {
@@ -25,18 +37,48 @@ class RawEngine final : public LinkEngine {
   /// interface, or null (then the frame only reaches this process's QPs).
   RawEngine(QpOwner& owner, uint32_t ifindex, uint32_t qpn, uint32_t max_frame, link::XdpPort* wire);
   void post(const SendWqe& w) override;
-  void flush() override {}  // nothing is ever held
+  void flush() override;
   void drain(bool on) override;
+  /// RESET: what waits is dropped without completions (the QP purges its CQs).
+  void reset();
+  /// The pace, in kbit/s of frame bytes (0: unpaced); `max_burst_bytes`
+  /// (0: one frame) may leave back to back after an idle time.
+  void set_rate(uint32_t kbps, uint32_t max_burst_bytes);
+  /// Sends what is due at `now` (ns); the time the next frame is due, or
+  /// UINT64_MAX when none waits.
+  uint64_t pump(uint64_t now);
 
   static constexpr uint32_t kEthHeaderBytes = 14;
 
  private:
+  struct Pending {
+    uint64_t wr_id;
+    bool signaled;
+    WcStatus status;  // of the local checks, at post
+    std::vector<uint8_t> frame;
+  };
+  /// The frame onto the raw switch and the wire; false: the port's send
+  /// ring is full (the frame must wait).
+  bool send(std::span<const uint8_t> frame) REQUIRES(mu_);
+  void complete(uint64_t wr_id, bool signaled, WcStatus st, uint32_t len) REQUIRES(mu_);
+  uint64_t gap_ns(size_t bytes) const REQUIRES(mu_);
+  uint64_t pump_locked(uint64_t now) REQUIRES(mu_);
+  /// ERR: what waits completes with WR_FLUSH_ERR, and so will what comes.
+  void flush_locked() REQUIRES(mu_);
+
   QpOwner& owner_;
   const uint32_t ifindex_, qpn_, max_frame_;
   link::XdpPort* wire_;
-  uint32_t unsignaled_ = 0;
-  uint32_t queued_ = 0;  // frames put on the port's ring since this engine's last kick
-  std::vector<uint8_t> frame_;
+  mutable SpinLock mu_;  // post (under the QP's send lock) against pump (under the engine's run lock)
+  uint32_t unsignaled_ GUARDED_BY(mu_) = 0;
+  uint32_t queued_ GUARDED_BY(mu_) = 0;  // frames put on the port's ring since this engine's last kick
+  std::vector<uint8_t> frame_ GUARDED_BY(mu_);
+  uint32_t rate_kbps_ GUARDED_BY(mu_) = 0;
+  uint32_t burst_bytes_ GUARDED_BY(mu_) = 0;
+  bool draining_ GUARDED_BY(mu_) = false;
+  bool errored_ GUARDED_BY(mu_) = false;  // the QP is in ERR (flush) until reset
+  uint64_t next_ns_ GUARDED_BY(mu_) = 0;  // when the next frame may leave
+  std::deque<Pending> pending_ GUARDED_BY(mu_);
 };
 
 }  // namespace uroce::core

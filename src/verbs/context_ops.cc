@@ -83,7 +83,7 @@ void init_context_ops(UContext* uc) {
   v.modify_flow_action_esp = fail_int<ibv_flow_action*, ibv_flow_action_esp_attr*>;
   v.destroy_flow_action = fail_int<ibv_flow_action*>;
   v.create_flow_action_esp = fail_ptr<ibv_flow_action*, ibv_context*, ibv_flow_action_esp_attr*>;
-  v.modify_qp_rate_limit = fail_int<ibv_qp*, ibv_qp_rate_limit_attr*>;
+  v.modify_qp_rate_limit = op_modify_qp_rate_limit;
   v.alloc_parent_domain = op_alloc_parent_domain;
   v.dealloc_td = op_dealloc_td;
   v.alloc_td = op_alloc_td;

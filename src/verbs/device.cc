@@ -288,6 +288,10 @@ int op_query_device_ex(ibv_context* ctx, const ibv_query_device_ex_input* in, ib
   ex.odp_caps.per_transport_caps.ud_odp_caps =
       IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_SRQ_RECV;
   ex.xrc_odp_caps = kOdpAll;
+  // Packet pacing of raw QPs' sends (net/raw_engine.h), as mlx5 offers it.
+  ex.packet_pacing_caps.qp_rate_limit_min = kLimits.qp_rate_limit_min_kbps;
+  ex.packet_pacing_caps.qp_rate_limit_max = kLimits.qp_rate_limit_max_kbps;
+  ex.packet_pacing_caps.supported_qpts = 1u << IBV_QPT_RAW_PACKET;
   ex.phys_port_cnt_ex = 1;
   memcpy(attr, &ex, std::min(attr_len, sizeof(ex)));
   return 0;

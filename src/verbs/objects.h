@@ -197,6 +197,7 @@ int op_req_notify_cq(ibv_cq* cq, int solicited_only);
 int op_post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad);
 int op_post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad);
 int op_post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad);
+int op_modify_qp_rate_limit(ibv_qp* qp, ibv_qp_rate_limit_attr* attr);
 int op_query_port(ibv_context* ctx, uint8_t port, ibv_port_attr* attr, size_t attr_len);
 int op_query_rt_values(ibv_context* ctx, ibv_values_ex* values);
 int op_query_device_ex(ibv_context* ctx, const ibv_query_device_ex_input* in, ibv_device_attr_ex* attr,

@@ -12,6 +12,15 @@
 #   mcast   raw_ethernet_bw --raw_mcast to 239.1.1.1 (01:00:5e:01:01:01):
 #           the server attaches the group and receives
 #   lat     raw_ethernet_lat -n 2000, 64 B: both exit 0 with a latency table
+#   burst   raw_ethernet_burst_lat (latency under load), 64 B in bursts of 16,
+#           both ways perftest 4.5+0.17 accepts: the software rate limiter
+#           (--rate_limit in MB/s; the HW limit it asks for first falls back
+#           to it, as on any RoCE port) and packet pacing on the client
+#           (--rate_limit_type=PP: uroce paces the raw QP's frames); both
+#           exit 0 with a latency table. -Q 1: every send signaled (with
+#           perftest's default moderation of 100 and a burst of 16, no send
+#           of the client is ever signaled and it waits forever, on any
+#           device)
 #   fs_rate raw_ethernet_fs_rate on the server side: exits 0, prints flows/s
 #   kernel  a raw frame reaches a plain UDP socket in the peer namespace
 #           (perftest's client builds IPv4/UDP frames to the server's address
@@ -23,8 +32,8 @@
 # Needs UROCE_NETNS_SERVER/CLIENT (with_netns.sh). Exit: 0 pass, 1 fail,
 # 77 skip (perftest's raw tools not installed).
 set -u
-case_=${1:?usage: run_raw.sh bw|mcast|lat|fs_rate|kernel}
-for t in raw_ethernet_bw raw_ethernet_lat raw_ethernet_fs_rate; do
+case_=${1:?usage: run_raw.sh bw|mcast|lat|burst|fs_rate|kernel}
+for t in raw_ethernet_bw raw_ethernet_lat raw_ethernet_burst_lat raw_ethernet_fs_rate; do
   command -v "$t" >/dev/null 2>&1 || { echo "SKIP: $t not installed (perftest)"; exit 77; }
 done
 S=${UROCE_NETNS_SERVER:?run under with_netns.sh}
@@ -54,7 +63,10 @@ fail() {
 rows() { grep -E '^ *[0-9]+[[:space:]]+[0-9.]+[[:space:]]' "$1"; }
 
 # run_pair NAME SERVER_ARGS -- CLIENT_ARGS: the server first (the raw tools
-# have no handshake: its rules must be in place before the client sends).
+# have no handshake: its rules must be in place and its receives posted
+# before the client sends, or the first frames find an empty queue or a full
+# ring and are lost for good). It is ready a moment after its results
+# header (#bytes ...) appears: its stdout goes unbuffered (stdbuf) to see it.
 run_pair() {
   local name=$1 tool=$2
   shift 2
@@ -62,10 +74,17 @@ run_pair() {
   while (($#)) && [[ $1 != -- ]]; do sargs+=("$1"); shift; done
   shift
   cargs=("$@")
-  ip netns exec "$S" timeout 40 "$tool" -d uroce_rnic0 --server "${sargs[@]}" >"$work/$name-server.log" 2>&1 &
+  ip netns exec "$S" timeout 40 stdbuf -o0 "$tool" -d uroce_rnic0 --server "${sargs[@]}" \
+    >"$work/$name-server.log" 2>&1 &
   local sp=$!
   pids+=("$sp")
-  sleep 1.5
+  local waited
+  for waited in $(seq 100); do
+    grep -q '#bytes' "$work/$name-server.log" 2>/dev/null && break
+    kill -0 "$sp" 2>/dev/null || break
+    sleep 0.2
+  done
+  sleep 0.5
   ip netns exec "$C" timeout 40 "$tool" -d uroce_rnic0 --client "${cargs[@]}" >"$work/$name-client.log" 2>&1
   local crc=$?
   wait "$sp"
@@ -109,6 +128,21 @@ case $case_ in
     run_pair lat raw_ethernet_lat -B "$smac" -E "$cmac" "${ips[@]}" -s 64 -n 2000 -- \
       -B "$cmac" -E "$smac" "${ips[@]}" -s 64 -n 2000
     rows "$work/lat-client.log"
+    ;;
+  burst)
+    # The server answers each frame, but only while fewer than its TX depth
+    # of its answers wait for their completions, 16 CQEs a poll: it must
+    # not be paced itself (its HW limit falls back to software, which only
+    # the client's loop uses), and the client's bursts must stay small
+    # (a burst smaller than 16 overruns perftest's completion array).
+    common=(-s 64 -n 2000 --burst_size=16 -Q 1 --rate_units=M)
+    run_pair burst_sw raw_ethernet_burst_lat -B "$smac" -E "$cmac" "${ips[@]}" "${common[@]}" --rate_limit=2.5 -- \
+      -B "$cmac" -E "$smac" "${ips[@]}" "${common[@]}" --rate_limit=2.5
+    rows "$work/burst_sw-client.log"
+    run_pair burst_pp raw_ethernet_burst_lat -B "$smac" -E "$cmac" "${ips[@]}" "${common[@]}" --rate_limit=10 -- \
+      -B "$cmac" -E "$smac" "${ips[@]}" "${common[@]}" --rate_limit_type=PP --rate_limit=2
+    grep -q "Packet Pacing isn't supported" "$work/burst_pp-client.log" && fail "burst_pp: no packet pacing"
+    rows "$work/burst_pp-client.log"
     ;;
   fs_rate)
     ip netns exec "$S" timeout 40 raw_ethernet_fs_rate -d uroce_rnic0 --server -B "$smac" "${ips[@]}" \
