@@ -153,10 +153,11 @@ bool eager_next(Context* ctx, EagerRx& e, Cqe* c) {
     c->wr_id = w->wr_id;
     uint32_t n = std::min(w->num_sge, std::min<uint32_t>(geo.max_sge, 32));
     // Scatter: the keys are checked again (the region may have gone since
-    // the receive was posted), then the bytes copied.
+    // the receive was posted), then the bytes copied; the pieces past the
+    // message's end are not looked at (as memory/target.cc deliver_send).
     uint32_t left = len, cap = 0;
     const uint8_t* from = data;
-    for (uint32_t i = 0; i < n; ++i) {
+    for (uint32_t i = 0; i < n && left > 0; ++i) {
       const Sge& s = w->sge[i];
       if (s.length == 0) continue;
       const MrView* mr = mr_read_cached(ctx->mr_entry(s.lkey), s.lkey, &e.mr_cache);

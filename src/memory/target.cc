@@ -157,14 +157,17 @@ Resp respond_send(const PeerQp& t, const iovec* src, size_t nsrc, uint64_t len, 
 
 Resp deliver_send(const PeerQp& t, const Rx& x, const ClaimedRecv& r, const iovec* src, size_t nsrc,
                   uint64_t len, const RecvMeta& m) {
-  // Scatter list of the receive, checked against the target's MR table.
+  // Scatter list of the receive, checked against the target's MR table as
+  // far as the message reaches (a 0-byte SEND checks none: libfabric posts
+  // receives of unregistered buffers, key 0, for messages without data).
   // dst: target addresses; here: the same bytes mapped in this process
   // (all of them or the message goes through process_vm_writev).
+  const uint64_t need = len + (m.with_grh ? wire::kGrhBytes : 0);
   iovec dst[33], here[33];
   size_t nd = 0;
   uint64_t cap = 0;
   bool all_here = true;
-  for (uint32_t i = 0; i < r.num_sge; ++i) {
+  for (uint32_t i = 0; i < r.num_sge && cap < need; ++i) {
     const Sge& s = r.sge[i];
     if (s.length == 0) continue;
     MrView buf;
@@ -182,7 +185,6 @@ Resp deliver_send(const PeerQp& t, const Rx& x, const ClaimedRecv& r, const iove
     here[nd++] = iovec{p, s.length};
     cap += s.length;
   }
-  const uint64_t need = len + (m.with_grh ? wire::kGrhBytes : 0);
   if (need > cap) {
     // IBA 9.9.3.1.2.1: message longer than the receive buffer.
     push_cqe(x, recv_cqe(t, r.wr_id, WcStatus::kLocLenErr), true);
