@@ -31,6 +31,11 @@ void gather(const iovec* loc, size_t nl, std::vector<uint8_t>* out) {
 RawEngine::RawEngine(QpOwner& owner, uint32_t ifindex, uint32_t qpn, uint32_t max_frame, link::XdpPort* wire)
     : owner_(owner), ifindex_(ifindex), qpn_(qpn), max_frame_(max_frame), wire_(wire) {}
 
+RawEngine::~RawEngine() {
+  Guard<SpinLock> g(mu_);
+  if (wire_) wire_->flush();
+}
+
 void RawEngine::post(const SendWqe& w) {
   iovec loc[kLimits.max_sge];
   size_t nl = 0;

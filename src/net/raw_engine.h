@@ -36,6 +36,10 @@ class RawEngine final : public LinkEngine {
   /// header and one VLAN tag); `wire`: the process's AF_XDP port for the
   /// interface, or null (then the frame only reaches this process's QPs).
   RawEngine(QpOwner& owner, uint32_t ifindex, uint32_t qpn, uint32_t max_frame, link::XdpPort* wire);
+  /// The frames this QP put on the port's ring leave before it goes (a
+  /// program that destroys its QP right after its last post, as perftest's
+  /// servers do, must not lose the answer still waiting for a kick).
+  ~RawEngine() override;
   void post(const SendWqe& w) override;
   void flush() override;
   void drain(bool on) override;
