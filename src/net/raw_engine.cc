@@ -74,11 +74,18 @@ void RawEngine::post(const SendWqe& w) {
 }
 
 uint64_t RawEngine::pump(uint64_t now) {
+  if (!waiting_.load(std::memory_order_acquire)) return UINT64_MAX;
   Guard<SpinLock> g(mu_);
   return pump_locked(now);
 }
 
 uint64_t RawEngine::pump_locked(uint64_t now) {
+  const uint64_t next = release(now);
+  waiting_.store(!pending_.empty(), std::memory_order_release);
+  return next;
+}
+
+uint64_t RawEngine::release(uint64_t now) {
   if (draining_) return UINT64_MAX;  // SQD: what has not begun waits
   while (!pending_.empty()) {
     Pending& p = pending_.front();
@@ -133,11 +140,13 @@ void RawEngine::flush_locked() {
     complete(p.wr_id, p.signaled, WcStatus::kWrFlushErr, 0);
     pending_.pop_front();
   }
+  waiting_.store(false, std::memory_order_release);
 }
 
 void RawEngine::reset() {
   Guard<SpinLock> g(mu_);
   pending_.clear();
+  waiting_.store(false, std::memory_order_release);
   unsignaled_ = 0;
   errored_ = false;
   next_ns_ = 0;

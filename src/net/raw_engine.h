@@ -15,6 +15,7 @@
 // engine), a burst of up to `max_burst_bytes` at once after an idle time.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <span>
@@ -67,6 +68,8 @@ class RawEngine final : public LinkEngine {
   void complete(uint64_t wr_id, bool signaled, WcStatus st, uint32_t len) REQUIRES(mu_);
   uint64_t gap_ns(size_t bytes) const REQUIRES(mu_);
   uint64_t pump_locked(uint64_t now) REQUIRES(mu_);
+  /// pump_locked's work, before waiting_ is brought up to date.
+  uint64_t release(uint64_t now) REQUIRES(mu_);
   /// ERR: what waits completes with WR_FLUSH_ERR, and so will what comes.
   void flush_locked() REQUIRES(mu_);
 
@@ -83,6 +86,9 @@ class RawEngine final : public LinkEngine {
   bool errored_ GUARDED_BY(mu_) = false;  // the QP is in ERR (flush) until reset
   uint64_t next_ns_ GUARDED_BY(mu_) = 0;  // when the next frame may leave
   std::deque<Pending> pending_ GUARDED_BY(mu_);
+  /// Whether anything waits: pump's look without the lock (every poll of a
+  /// process with raw QPs asks); set under mu_.
+  std::atomic<bool> waiting_{false};
 };
 
 }  // namespace uroce::core
