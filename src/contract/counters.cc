@@ -87,6 +87,12 @@ constexpr CounterField kFields[] = {
     UROCE_COUNTER(faults.duplicated),
     UROCE_COUNTER(faults.reordered),
     UROCE_COUNTER(faults.corrupted),
+    UROCE_COUNTER(raw.sent),
+    UROCE_COUNTER(raw.sent_bytes),
+    UROCE_COUNTER(raw.send_waits),
+    UROCE_COUNTER(raw.received),
+    UROCE_COUNTER(raw.received_bytes),
+    UROCE_COUNTER(raw.dropped),
 };
 
 #undef UROCE_COUNTER

@@ -24,8 +24,21 @@
 
 namespace uroce::core {
 
+/// A RAW_PACKET QP's frames (it has no network link: its engine and the
+/// process's raw switch count here, with atomic adds — the switch's
+/// deliveries to one QP may come from several threads at once).
+struct RawCounters {
+  uint64_t sent = 0, sent_bytes = 0;
+  uint64_t send_waits = 0;  // frames that met a full AF_XDP send ring and waited
+  uint64_t received = 0, received_bytes = 0;
+  uint64_t dropped = 0;  // steered to it with its receive queue empty, or not receiving
+};
+
+/// Adds `n` to a counter others read while it is written.
+inline void count_add(uint64_t* c, uint64_t n) { __atomic_fetch_add(c, n, __ATOMIC_RELAXED); }
+
 struct NetCounters {
-  static constexpr uint64_t kMagic = 0x37544e4345434f52ull;  // "ROCECNT7"
+  static constexpr uint64_t kMagic = 0x38544e4345434f52ull;  // "ROCECNT8"
   uint64_t magic;
   /// The QP's sockets: its sending ones count what they send, its
   /// receiving ones what they receive (each field has one writer).
@@ -40,6 +53,7 @@ struct NetCounters {
   transport::ResponderStats resp;
   transport::UcStats uc;
   transport::UdStats ud;
+  RawCounters raw;
 };
 static_assert(std::is_standard_layout_v<NetCounters> && sizeof(NetCounters) % 8 == 0);
 

@@ -158,12 +158,20 @@ Result<std::unique_ptr<Qp>> Qp::create(Context* ctx, const QpCreateArgs& a) {
     // Frames from the wire come through the engine's AF_XDP ports.
     if (Status st = NetEngine::get().add_raw(); !st.is_ok()) return st;
     q->raw_user_ = true;
+    // Its frames counted where uroced and `uroce stat` see them, for its
+    // whole life (none if the segment is full: the QP works without).
+    if (auto k = ctx->open_counters(); k.is_ok()) {
+      q->counters_ = k.value();
+      s->counters_off.store(uint64_t(reinterpret_cast<uint8_t*>(q->counters_) - ctx->seg().base()),
+                            std::memory_order_release);  // pairs with uroced's acquire
+    }
   }
   if (raw && has_sq) {
     const DeviceInfo& d = ctx->dev();
     // The longest frame: the MTU, an Ethernet header and one VLAN tag.
     q->raw_engine_ = std::make_unique<RawEngine>(static_cast<QpOwner&>(*q), d.ifindex, q->qpn_, d.if_mtu + 18,
-                                                 NetEngine::get().xdp_port(d, ctx->ctl()));
+                                                 NetEngine::get().xdp_port(d, ctx->ctl()),
+                                                 q->counters_ ? &q->counters_->raw : nullptr);
     // What waits in its send queue (paced, or a full ring) leaves from the
     // engine's polls.
     NetEngine::get().add_paced(q->raw_engine_.get());
@@ -205,6 +213,8 @@ Qp::~Qp() {
   }
   if (raw_engine_) NetEngine::get().remove_paced(raw_engine_.get());
   if (raw_user_) NetEngine::get().remove_raw();
+  raw_engine_.reset();
+  retire_counters();  // a raw QP's: no rule or engine counts into them any more
   if (shm_engine_) Service::get().remove(shm_engine_.get());
   if (local_id_) slot(local_id_).store(nullptr, std::memory_order_release);
   if (shm_) {

@@ -157,6 +157,8 @@ class Qp final : private QpOwner {
   Status net_open() REQUIRES(sq_mu_);
   /// The network engine goes (RESET, destroy): its counters are retired.
   void net_close() REQUIRES(sq_mu_);
+  /// The counters block goes back to the context (added to its totals).
+  void retire_counters();
 
   Context* ctx_ = nullptr;
   QpShm* shm_ = nullptr;
@@ -220,7 +222,7 @@ class Qp final : private QpOwner {
   Status wire_rule(link::XdpPort* port, uint64_t handle, const FlowRule* r);
   /// This process's AF_XDP port on the device's interface, if any.
   link::XdpPort* wire_port() const;
-  NetCounters* counters_ = nullptr;                 // net_'s counters, in the context's segment
+  NetCounters* counters_ = nullptr;  // net_'s, or a raw QP's, counters in the context's segment
   std::vector<uint32_t> mcast_ GUARDED_BY(sq_mu_);  // groups attached (IPv4, network order)
   struct RawGroup {
     uint8_t mac[6];

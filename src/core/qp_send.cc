@@ -196,12 +196,17 @@ Status Qp::net_open() {
 }
 
 void Qp::net_close() {
+  if (type_ == QpType::kRawPacket) return;  // no network link; its counters live as long as it
   if (!net_ && !counters_) return;
   if (net_) {
     net_->close(!ctx_->fatal());
     net_.reset();
   }
   shm_->link.store(uint32_t(QpLink::kShm), std::memory_order_relaxed);
+  retire_counters();
+}
+
+void Qp::retire_counters() {
   if (!counters_) return;
   shm_->counters_off.store(0, std::memory_order_release);
   ctx_->retire_counters(counters_);

@@ -28,8 +28,9 @@ void gather(const iovec* loc, size_t nl, std::vector<uint8_t>* out) {
 
 }  // namespace
 
-RawEngine::RawEngine(QpOwner& owner, uint32_t ifindex, uint32_t qpn, uint32_t max_frame, link::XdpPort* wire)
-    : owner_(owner), ifindex_(ifindex), qpn_(qpn), max_frame_(max_frame), wire_(wire) {}
+RawEngine::RawEngine(QpOwner& owner, uint32_t ifindex, uint32_t qpn, uint32_t max_frame, link::XdpPort* wire,
+                     RawCounters* counters)
+    : owner_(owner), ifindex_(ifindex), qpn_(qpn), max_frame_(max_frame), wire_(wire), counters_(counters) {}
 
 RawEngine::~RawEngine() {
   Guard<SpinLock> g(mu_);
@@ -166,6 +167,7 @@ void RawEngine::drain(bool on) {
 
 bool RawEngine::send(std::span<const uint8_t> frame) {
   if (!wire_) {
+    count_sent(frame.size());
     RawSwitch::get().sent(ifindex_, qpn_, frame);
     return true;
   }
@@ -180,7 +182,11 @@ bool RawEngine::send(std::span<const uint8_t> frame) {
   }
   // Still full (the kernel took none back): the frame waits in the send
   // queue, as on a NIC whose queue is backed up; never dropped.
-  if (st.err() == EAGAIN) return false;
+  if (st.err() == EAGAIN) {
+    if (counters_) count_add(&counters_->send_waits, 1);
+    return false;
+  }
+  if (st.is_ok()) count_sent(frame.size());
   RawSwitch::get().sent(ifindex_, qpn_, frame);
   if (st.is_ok() && ++queued_ >= tuning::kRawKickBatch) {
     wire_->flush();
@@ -189,6 +195,12 @@ bool RawEngine::send(std::span<const uint8_t> frame) {
     NetEngine::get().raw_frame_queued();
   }
   return true;
+}
+
+void RawEngine::count_sent(size_t bytes) {
+  if (!counters_) return;
+  count_add(&counters_->sent, 1);
+  count_add(&counters_->sent_bytes, bytes);
 }
 
 }  // namespace uroce::core

@@ -23,6 +23,7 @@
 
 #include "common/spin_lock.h"
 #include "common/thread_annotations.h"
+#include "contract/counters.h"
 #include "net/link_engine.h"
 
 namespace uroce::link {
@@ -36,7 +37,9 @@ class RawEngine final : public LinkEngine {
   /// `max_frame`: the longest frame the port carries (its MTU, an Ethernet
   /// header and one VLAN tag); `wire`: the process's AF_XDP port for the
   /// interface, or null (then the frame only reaches this process's QPs).
-  RawEngine(QpOwner& owner, uint32_t ifindex, uint32_t qpn, uint32_t max_frame, link::XdpPort* wire);
+  /// `counters`: where its frames are counted (the QP's block), or null.
+  RawEngine(QpOwner& owner, uint32_t ifindex, uint32_t qpn, uint32_t max_frame, link::XdpPort* wire,
+            RawCounters* counters);
   /// The frames this QP put on the port's ring leave before it goes (a
   /// program that destroys its QP right after its last post, as perftest's
   /// servers do, must not lose the answer still waiting for a kick).
@@ -65,6 +68,7 @@ class RawEngine final : public LinkEngine {
   /// The frame onto the raw switch and the wire; false: the port's send
   /// ring is full (the frame must wait).
   bool send(std::span<const uint8_t> frame) REQUIRES(mu_);
+  void count_sent(size_t bytes) REQUIRES(mu_);
   void complete(uint64_t wr_id, bool signaled, WcStatus st, uint32_t len) REQUIRES(mu_);
   uint64_t gap_ns(size_t bytes) const REQUIRES(mu_);
   uint64_t pump_locked(uint64_t now) REQUIRES(mu_);
@@ -76,6 +80,7 @@ class RawEngine final : public LinkEngine {
   QpOwner& owner_;
   const uint32_t ifindex_, qpn_, max_frame_;
   link::XdpPort* wire_;
+  RawCounters* const counters_;
   mutable SpinLock mu_;  // post (under the QP's send lock) against pump (under the engine's run lock)
   uint32_t unsignaled_ GUARDED_BY(mu_) = 0;
   uint32_t queued_ GUARDED_BY(mu_) = 0;  // frames put on the port's ring since this engine's last kick

@@ -36,6 +36,12 @@ Result<uint64_t> RawSwitch::add(uint32_t ifindex, uint32_t qpn, const FlowRule& 
       t->sinks.back()->peer = p.value();
     }
     if (t->sinks.empty()) return Status(EINVAL);
+    // A raw QP's counters (they live as long as it, as its rules do): its
+    // QpShm names them in its (this process's) segment. A UD QP's belong
+    // to its network link, which a RESET closes: not counted there.
+    if (auto p = PeerMap::get().resolve(qpn); p.is_ok() && p->qp->qp_type == uint32_t(QpType::kRawPacket))
+      if (const uint64_t off = p->qp->counters_off.load(std::memory_order_acquire))
+        t->counters = &reinterpret_cast<NetCounters*>(p->seg->base + off)->raw;
   }
   const uint64_t h = next_handle_++;
   Entry e{h, ifindex, qpn, r, std::move(t)};
@@ -132,8 +138,13 @@ void RawSwitch::deliver(Target* t, const wire::FlowKey& k, std::span<const uint8
   }
   if (r == Resp::kOk) {
     stats_.delivered.fetch_add(1, std::memory_order_relaxed);
+    if (t->counters) {
+      count_add(&t->counters->received, 1);
+      count_add(&t->counters->received_bytes, frame.size());
+    }
   } else {
     stats_.dropped.fetch_add(1, std::memory_order_relaxed);
+    if (t->counters) count_add(&t->counters->dropped, 1);
     if (tracing())
       trace(s->peer.qpn, "raw frame of %zu bytes dropped (no receive, or not receiving)", frame.size());
   }

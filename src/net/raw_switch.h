@@ -13,8 +13,9 @@
 // - SNIFFER rules get every frame, received or sent.
 //
 // A QP whose receive queue is empty, or that is not in RTR or RTS, drops
-// the frame (counted in stats().dropped); a frame never goes to a QP no
-// rule names, nor back to the QP that sent it.
+// the frame (counted in stats().dropped, and as raw.dropped in the counters
+// of the QP the rule names, which `uroce stat --qp` shows); a frame never
+// goes to a QP no rule names, nor back to the QP that sent it.
 #pragma once
 
 #include <atomic>
@@ -26,6 +27,7 @@
 
 #include "common/small_vec.h"
 #include "common/spin_lock.h"
+#include "contract/counters.h"
 #include "contract/flow_rule.h"
 #include "memory/peer_map.h"
 
@@ -76,7 +78,8 @@ class RawSwitch {
   /// What a rule names: one QP's receive queue, or (RSS) a table of them.
   struct Target {
     std::vector<std::unique_ptr<Sink>> sinks;
-    RssConfig rss;  // with sinks.size() > 1 or rss.key_len: the hash picks
+    RawCounters* counters = nullptr;  // the rule's QP's (contract/counters.h), or null
+    RssConfig rss;                    // with sinks.size() > 1 or rss.key_len: the hash picks
     bool hashed = false;
   };
   struct Entry {

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "fault/errors/fault_harness.h"
@@ -64,6 +65,23 @@ inline std::vector<uint8_t> udp_frame(const uint8_t* dst, const uint8_t* src, ui
   memcpy(udp + 4, &ul, 2);
   for (size_t i = 42; i < len; ++i) f[i] = uint8_t(i * 7);
   return f;
+}
+
+/// Counter `name` of QP `qpn` as `uroce stat -j --qp` prints it (the tool
+/// from UROCE_TOOL, set by CTest); -1 if absent.
+inline long long qp_counter(uint32_t qpn, const char* name) {
+  const char* tool = getenv("UROCE_TOOL");
+  if (!tool) return -1;
+  std::string out;
+  FILE* f = popen((std::string(tool) + " stat -j --qp " + std::to_string(qpn) + " 2>&1").c_str(), "r");
+  if (!f) return -1;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), f)) > 0) out.append(buf, n);
+  pclose(f);
+  const std::string key = std::string("\"") + name + "\":";
+  const size_t at = out.find(key);
+  return at == std::string::npos ? -1 : std::stoll(out.substr(at + key.size()));
 }
 
 /// A flow attribute with its specs, as a program lays it out.

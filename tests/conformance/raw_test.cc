@@ -160,6 +160,13 @@ TEST_F(RawEthernet, SnifferSeesEverythingAndAnEmptyQueueDropsTheFrame) {
   auto got = poll_one(srv_->cq);
   ASSERT_TRUE(got);
   EXPECT_EQ(got->byte_len, 120u);
+  // Counted where an operator sees them (`uroce stat --qp`).
+  ASSERT_NE(getenv("UROCE_TOOL"), nullptr) << "set by CTest";
+  EXPECT_EQ(qp_counter(srv_->qp->qp_num, "raw.dropped"), 1);
+  EXPECT_EQ(qp_counter(srv_->qp->qp_num, "raw.received"), 1);
+  EXPECT_EQ(qp_counter(srv_->qp->qp_num, "raw.received_bytes"), 120);
+  EXPECT_EQ(qp_counter(cli_->qp->qp_num, "raw.sent"), 2);
+  EXPECT_EQ(qp_counter(cli_->qp->qp_num, "raw.sent_bytes"), 220);
   EXPECT_EQ(ibv_destroy_flow(f), 0);
 }
 

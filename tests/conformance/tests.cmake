@@ -25,13 +25,16 @@ uroce_gtest(conformance_verbs_test LABEL conformance TIMEOUT 60 VERBS SOURCES
   ${UROCE_CONFORMANCE_DIR}/recv_keys_test.cc)
 target_compile_definitions(conformance_verbs_test PRIVATE
   UROCE_FAULT_PEER_PATH="$<TARGET_FILE:fault_errors_peer>")
-add_dependencies(conformance_verbs_test fault_errors_peer)
+add_dependencies(conformance_verbs_test fault_errors_peer uroce)
 # Cross-process cases use tests/support's harness (tests/CMakeLists.txt).
 target_link_libraries(conformance_verbs_test PRIVATE uroce_verbs_harness)
 
 # The same over the network link (UROCE_LINK=udp: RoCE v2 over UDP on
 # 127.0.0.1 between the QPs of the one process).
 uroce_gtest_variant(conformance_verbs_test udp LABEL conformance ENV UROCE_LINK=udp)
+# `uroce stat` reads the raw QPs' counters (RawEthernet).
+set_property(TEST conformance_verbs_test conformance_verbs_udp_test APPEND PROPERTY ENVIRONMENT
+             "UROCE_TOOL=$<TARGET_FILE:uroce>")
 
 # rdma-core's own suite, as Debian's python3-pyverbs installs it, with the
 # build's library first on the loader path: on uroce_lo, and on a veth in a
