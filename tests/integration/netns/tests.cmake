@@ -149,9 +149,6 @@ set_tests_properties(netns_incast_smoke PROPERTIES PROCESSORS 2)
 # Raw Ethernet (docs/raw-ethernet.md): perftest's raw_ethernet_* tools between
 # the two namespaces, on the AF_XDP link only (frames from the wire reach a
 # raw QP through it), and a raw frame to a plain UDP socket of the peer.
-foreach(c bw mcast lat fs_rate kernel)
+foreach(c bw mcast lat burst fs_rate kernel)
   uroce_netns_register(netns_raw_${c} 90 -- bash ${UROCE_NETNS_DIR}/../raw/run_raw.sh ${c})
 endforeach()
-# run_raw.sh burst (raw_ethernet_burst_lat) is not registered: perftest's
-# tool has no reliability, and under CI's load a frame is still lost now
-# and then (both sides then wait until their timeout); docs/raw-ethernet.md.
