@@ -3,6 +3,7 @@
 #include <linux/capability.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -50,6 +51,17 @@ bool peer_has_net_raw(int fd, pid_t pid) {
     if (pidfd < 0) return false;
   }
   char path[64];
+  // Capabilities count in uroced's own user namespace, as the kernel's
+  // capable() counts them in the initial one: a process that made a user
+  // namespace of its own has every capability there, and none here.
+  struct stat mine {
+  }, theirs{};
+  snprintf(path, sizeof(path), "/proc/%d/ns/user", int(pid));
+  if (stat("/proc/self/ns/user", &mine) != 0 || stat(path, &theirs) != 0 || mine.st_ino != theirs.st_ino ||
+      mine.st_dev != theirs.st_dev) {
+    ::close(pidfd);
+    return false;
+  }
   snprintf(path, sizeof(path), "/proc/%d/status", int(pid));
   bool has = false;
   if (FILE* f = fopen(path, "re")) {

@@ -25,7 +25,9 @@ PeerCheck check_peer(int fd, long trusted_gid);
 /// Whether the process at the other end of unix socket `fd` (`pid`, from
 /// SO_PEERCRED) holds CAP_NET_RAW in its effective set now, as the kernel's
 /// uverbs asks before it makes a RAW_PACKET QP or a flow steering rule
-/// (capable(CAP_NET_RAW)). The process is named by a pidfd (SO_PEERPIDFD,
+/// (capable(CAP_NET_RAW)): in uroced's own user namespace (a process in a
+/// user namespace it made holds every capability there, none here). The
+/// process is named by a pidfd (SO_PEERPIDFD,
 /// else pidfd_open) and still alive after /proc was read, so a PID reused
 /// meanwhile is never the one asked about.
 bool peer_has_net_raw(int fd, pid_t pid);

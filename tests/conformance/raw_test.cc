@@ -4,7 +4,9 @@
 // rules claim them (what a NIC loops back), with the kernel's errno for
 // each malformed rule. The process runs as root in CI (CAP_NET_RAW); the
 // test that drops the capability forks.
+#include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -269,6 +271,46 @@ TEST_F(RawEthernet, WithoutCapNetRawNeitherQpNorRuleIsMade) {
   ASSERT_EQ(waitpid(child, &st, 0), child);
   ASSERT_TRUE(WIFEXITED(st));
   EXPECT_EQ(WEXITSTATUS(st), 0) << "2: capset, 3: open, 4: made a QP, 5: another errno";
+}
+
+// CAP_NET_RAW counts in the user namespace the device's daemon serves, as
+// the kernel's capable() counts it in the initial one: a process that made
+// a user namespace of its own holds every capability there (its CapEff is
+// full), and still may not have a raw QP.
+TEST_F(RawEthernet, CapNetRawInAUserNamespaceOfItsOwnIsNotEnough) {
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    const uid_t uid = getuid();
+    if (unshare(CLONE_NEWUSER) != 0) _exit(6);
+    // The same user (0 -> this process's uid), so uroced still serves it.
+    char map[32];
+    const int n = snprintf(map, sizeof(map), "0 %u 1", unsigned(uid));
+    const int fd = open("/proc/self/uid_map", O_WRONLY | O_CLOEXEC);
+    if (fd < 0 || write(fd, map, size_t(n)) != n) _exit(7);
+    close(fd);
+    if (!has_net_raw()) _exit(8);
+    ibv_context* ctx = open_lo();
+    if (!ctx) _exit(3);
+    ibv_pd* pd = ibv_alloc_pd(ctx);
+    ibv_cq* cq = ibv_create_cq(ctx, 4, nullptr, nullptr, 0);
+    ibv_qp_init_attr a{};
+    a.send_cq = a.recv_cq = cq;
+    a.qp_type = IBV_QPT_RAW_PACKET;
+    a.cap = {1, 1, 1, 1, 0};
+    errno = 0;
+    ibv_qp* qp = ibv_create_qp(pd, &a);
+    const int code = qp ? 4 : errno == EPERM ? 0 : 5;
+    ibv_destroy_cq(cq);
+    ibv_dealloc_pd(pd);
+    ibv_close_device(ctx);
+    _exit(code);
+  }
+  int st = 0;
+  ASSERT_EQ(waitpid(child, &st, 0), child);
+  ASSERT_TRUE(WIFEXITED(st));
+  if (WEXITSTATUS(st) == 6) GTEST_SKIP() << "user namespaces not allowed here";
+  EXPECT_EQ(WEXITSTATUS(st), 0) << "7: uid_map, 8: no CapEff, 3: open, 4: made a QP, 5: another errno";
 }
 
 TEST_F(RawEthernet, WorkQueuesSpreadFramesByTheirHash) {
