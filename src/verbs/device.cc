@@ -1,6 +1,8 @@
 // Device list, open/close, and every query verb (device, port, GID, P_Key).
 #include <arpa/inet.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -166,26 +168,28 @@ UROCE_EXPORT int ibv_get_device_index(ibv_device* device) {
   return int(reinterpret_cast<UDevice*>(device)->index);
 }
 
-UROCE_EXPORT ibv_context* ibv_open_device(ibv_device* device) {
-  if (!device) {
-    errno = EINVAL;
-    return nullptr;
-  }
-  auto* d = reinterpret_cast<UDevice*>(device);
-  auto core = core::Context::open(d->info);
-  if (!core.is_ok()) {
-    errno = core.err();
+namespace {
+
+/// A program's handle on core context `core`: ibv_open_device's, or one
+/// that ibv_import_device made from its cmd_fd (then `shared` is the
+/// original's and `cmd_fd` the program's dup, which this context owns).
+ibv_context* publish_context(UDevice* d, std::shared_ptr<core::Context> core,
+                             std::shared_ptr<SharedObjects> shared, int cmd_fd) {
+  struct stat st {};
+  if (fstat(cmd_fd, &st) != 0) {
+    close(cmd_fd);
     return nullptr;
   }
   auto* c = new UContext();
   memset(&c->vctx, 0, sizeof(c->vctx));
   c->udev = d;
-  c->core = std::move(core.value());
+  c->core = std::move(core);
+  c->shared = std::move(shared);
+  c->cmd_dev = st.st_dev;
+  c->cmd_ino = st.st_ino;
   ibv_context* ctx = &c->vctx.context;
-  ctx->device = device;
-  // A real descriptor, as the uverbs char device would be; nothing is ever
-  // signalled on it (the control path is uroced's socket).
-  ctx->cmd_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  ctx->device = &d->dev;
+  ctx->cmd_fd = cmd_fd;
   ctx->async_fd = c->core->async_fd();
   ctx->num_comp_vectors = int(kLimits.num_comp_vectors);
   pthread_mutex_init(&ctx->mutex, nullptr);
@@ -198,6 +202,66 @@ UROCE_EXPORT ibv_context* ibv_open_device(ibv_device* device) {
   return ctx;
 }
 
+}  // namespace
+
+UROCE_EXPORT ibv_context* ibv_open_device(ibv_device* device) {
+  if (!device) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  auto* d = reinterpret_cast<UDevice*>(device);
+  auto core = core::Context::open(d->info);
+  if (!core.is_ok()) {
+    errno = core.err();
+    return nullptr;
+  }
+  // A real descriptor, as the uverbs char device would be, and a file of
+  // its own (a memfd has an inode of its own), so that ibv_import_device
+  // can tell which context a dup of it names. Nothing is ever written to
+  // it (the control path is uroced's socket).
+  int cmd_fd = memfd_create("uroce-context", MFD_CLOEXEC);
+  const bool importable = cmd_fd >= 0;
+  if (!importable) cmd_fd = eventfd(0, EFD_CLOEXEC);  // memfd refused (a seccomp filter): no imports
+  if (cmd_fd < 0) return nullptr;
+  ibv_context* ctx = publish_context(d, std::shared_ptr<core::Context>(std::move(core.value())),
+                                     std::make_shared<SharedObjects>(), cmd_fd);
+  if (ctx && !importable) uctx(ctx)->cmd_dev = uctx(ctx)->cmd_ino = 0;
+  return ctx;
+}
+
+/// ibv_import_device(3): another handle on the context whose cmd_fd this
+/// is a dup of; its PDs, MRs and DMs can then be imported by handle. Within
+/// the process that opened it: a dup received from another process names a
+/// context uroce cannot share (its queues and keys live in that process's
+/// segment, reached through that process's library): EOPNOTSUPP.
+UROCE_EXPORT ibv_context* ibv_import_device(int cmd_fd) {
+  struct stat st {};
+  if (fstat(cmd_fd, &st) != 0) return nullptr;  // EBADF
+  std::shared_ptr<core::Context> core;
+  std::shared_ptr<SharedObjects> shared;
+  UDevice* d = nullptr;
+  {
+    DeviceTable& t = table();
+    std::lock_guard<std::mutex> g(t.ctx_mu);
+    for (UContext* c : t.open_ctxs) {
+      if (c->vctx.context.cmd_fd == cmd_fd) {  // not a dup (the man page asks for one): it has an owner
+        errno = EINVAL;
+        return nullptr;
+      }
+      if (c->cmd_ino && c->cmd_dev == uint64_t(st.st_dev) && c->cmd_ino == uint64_t(st.st_ino)) {
+        core = c->core;
+        shared = c->shared;
+        d = c->udev;
+      }
+    }
+  }
+  if (!core) {
+    errno = EOPNOTSUPP;
+    return nullptr;
+  }
+  return publish_context(d, std::move(core), std::move(shared), cmd_fd);
+}
+
 UROCE_EXPORT int ibv_close_device(ibv_context* context) {
   UContext* c = uctx(context);
   {
@@ -207,7 +271,7 @@ UROCE_EXPORT int ibv_close_device(ibv_context* context) {
   }
   pthread_mutex_destroy(&context->mutex);
   if (context->cmd_fd >= 0) close(context->cmd_fd);
-  delete c;
+  delete c;  // the core context goes with the last context that shares it
   return 0;
 }
 

@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "common/export.h"
 #include "verbs/objects.h"
 
 namespace uroce::verbs {
@@ -42,12 +43,20 @@ ibv_dm* op_alloc_dm(ibv_context* ctx, ibv_alloc_dm_attr* attr) {
   d->dm.memcpy_from_dm = memcpy_from_dm;
   d->dm.handle = g_next_handle.fetch_add(1);
   d->core = std::move(core.value());
+  SharedObjects& sh = *uctx(ctx)->shared;
+  std::lock_guard<std::mutex> g(sh.mu);
+  sh.dms[d->dm.handle] = d->core;
   return &d->dm;
 }
 
 int op_free_dm(ibv_dm* dm) {
   UDm* d = udm(dm);
   if (d->core->refs.load()) return EBUSY;  // MRs still map it
+  {
+    SharedObjects& sh = *uctx(dm->context)->shared;
+    std::lock_guard<std::mutex> g(sh.mu);
+    sh.dms.erase(d->dm.handle);  // no more imports; handles already made keep the memory
+  }
   delete d;
   return 0;
 }
@@ -72,5 +81,32 @@ ibv_mr* op_reg_dm_mr(ibv_pd* pd, ibv_dm* dm, uint64_t dm_offset, size_t length, 
   mr->addr = nullptr;  // as libibverbs reports a DM MR
   return mr;
 }
+
+/// ibv_import_dm(3): another handle on device memory of the context
+/// `context` was imported from (or of `context` itself); EINVAL if none.
+UROCE_EXPORT ibv_dm* ibv_import_dm(ibv_context* context, uint32_t dm_handle) {
+  SharedObjects& sh = *uctx(context)->shared;
+  std::shared_ptr<core::DeviceMemory> mem;
+  {
+    std::lock_guard<std::mutex> g(sh.mu);
+    auto it = sh.dms.find(dm_handle);
+    if (it != sh.dms.end()) mem = it->second;
+  }
+  if (!mem) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  auto* d = new UDm();
+  memset(&d->dm, 0, sizeof(d->dm));
+  d->dm.context = context;
+  d->dm.memcpy_to_dm = memcpy_to_dm;
+  d->dm.memcpy_from_dm = memcpy_from_dm;
+  d->dm.handle = dm_handle;
+  d->core = std::move(mem);
+  return &d->dm;
+}
+
+/// ibv_unimport_dm(3): drops the handle; the memory stays allocated.
+UROCE_EXPORT void ibv_unimport_dm(ibv_dm* dm) { delete udm(dm); }
 
 }  // namespace uroce::verbs

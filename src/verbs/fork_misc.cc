@@ -1,4 +1,4 @@
-// Fork support, object import/export, ECE, dmabuf MRs and other verbs that
+// Fork support, ECE, dmabuf MRs and other verbs that
 // uroce answers with a constant.
 //
 // Fork: uroce never pins or maps application memory into a device; the data
@@ -54,27 +54,6 @@ UROCE_EXPORT int ibv_resolve_eth_l2_from_gid(ibv_context* context, ibv_ah_attr* 
                                              uint8_t eth_mac[ETHERNET_LL_SIZE], uint16_t* vid) {
   return unsupported();
 }
-
-// ---- Import of objects shared through a kernel cmd_fd -----------------------
-// Importing needs the kernel uverbs file of another process; uroce has none.
-
-UROCE_EXPORT ibv_context* ibv_import_device(int cmd_fd) { return unsupported_null<ibv_context>(); }
-
-UROCE_EXPORT ibv_pd* ibv_import_pd(ibv_context* context, uint32_t pd_handle) {
-  return unsupported_null<ibv_pd>();
-}
-
-UROCE_EXPORT void ibv_unimport_pd(ibv_pd* pd) {}
-
-UROCE_EXPORT ibv_mr* ibv_import_mr(ibv_pd* pd, uint32_t mr_handle) { return unsupported_null<ibv_mr>(); }
-
-UROCE_EXPORT void ibv_unimport_mr(ibv_mr* mr) {}
-
-UROCE_EXPORT ibv_dm* ibv_import_dm(ibv_context* context, uint32_t dm_handle) {
-  return unsupported_null<ibv_dm>();
-}
-
-UROCE_EXPORT void ibv_unimport_dm(ibv_dm* dm) {}
 
 // ---- Enhanced Connection Establishment --------------------------------------
 

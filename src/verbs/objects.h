@@ -8,6 +8,9 @@
 #include <atomic>
 #include <cstddef>
 #include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "contract/device_info.h"
@@ -31,10 +34,23 @@ struct UDevice {
   core::DeviceInfo info;
 };
 
+/// What the contexts sharing one core context (ibv_open_device's, and those
+/// ibv_import_device made from its cmd_fd) know of each other's objects, by
+/// the handle a program imports them with (verbs/import.cc). MRs need no
+/// entry: their handle is their key, which the core context looks up.
+struct SharedObjects {
+  std::mutex mu;
+  std::unordered_set<uint32_t> pds;
+  std::unordered_map<uint32_t, std::shared_ptr<core::DeviceMemory>> dms;
+};
+
 struct UContext {
   verbs_context vctx;  // ibv_context is its last member
   UDevice* udev;
-  std::unique_ptr<core::Context> core;
+  std::shared_ptr<core::Context> core;  // shared with the contexts imported from it
+  std::shared_ptr<SharedObjects> shared;
+  // cmd_fd's file (a memfd of its own): what an import names; 0: none can.
+  uint64_t cmd_dev = 0, cmd_ino = 0;
 };
 
 struct UTd {
@@ -55,7 +71,7 @@ struct UPd {
 
 struct UDm {
   ibv_dm dm;
-  std::unique_ptr<core::DeviceMemory> core;
+  std::shared_ptr<core::DeviceMemory> core;  // shared with its imports
 };
 inline UDm* udm(ibv_dm* d) { return reinterpret_cast<UDm*>(d); }
 

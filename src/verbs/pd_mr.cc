@@ -28,11 +28,23 @@ int check_access(unsigned access) {
 
 }  // namespace
 
-UROCE_EXPORT ibv_pd* ibv_alloc_pd(ibv_context* context) {
+namespace {
+
+UPd* new_pd(ibv_context* context, uint32_t id) {
   auto* p = new UPd();
   memset(&p->pd, 0, sizeof(p->pd));
   p->pd.context = context;
-  p->pd.handle = p->id = uctx(context)->core->alloc_pd_id();
+  p->pd.handle = p->id = id;
+  return p;
+}
+
+}  // namespace
+
+UROCE_EXPORT ibv_pd* ibv_alloc_pd(ibv_context* context) {
+  UContext* c = uctx(context);
+  UPd* p = new_pd(context, c->core->alloc_pd_id());
+  std::lock_guard<std::mutex> g(c->shared->mu);
+  c->shared->pds.insert(p->id);
   return &p->pd;
 }
 
@@ -41,9 +53,33 @@ UROCE_EXPORT int ibv_dealloc_pd(ibv_pd* pd) {
   if (p->refs.load()) return EBUSY;
   if (p->protection) p->protection->refs--;
   if (p->td) p->td->refs--;
+  if (!p->protection) {  // the PD itself goes (a parent domain only stands for it)
+    SharedObjects& sh = *uctx(pd->context)->shared;
+    std::lock_guard<std::mutex> g(sh.mu);
+    sh.pds.erase(p->id);
+  }
   delete p;
   return 0;
 }
+
+/// ibv_import_pd(3): another handle on a PD of the context `context` was
+/// imported from (or of `context` itself); EINVAL if it has none by that
+/// handle.
+UROCE_EXPORT ibv_pd* ibv_import_pd(ibv_context* context, uint32_t pd_handle) {
+  SharedObjects& sh = *uctx(context)->shared;
+  {
+    std::lock_guard<std::mutex> g(sh.mu);
+    if (!sh.pds.count(pd_handle)) {
+      errno = EINVAL;
+      return nullptr;
+    }
+  }
+  return &new_pd(context, pd_handle)->pd;
+}
+
+/// ibv_unimport_pd(3): drops the handle; the PD stays (ibv_dealloc_pd on
+/// any handle destroys it).
+UROCE_EXPORT void ibv_unimport_pd(ibv_pd* pd) { delete upd(pd); }
 
 /// ibv_alloc_td: a thread domain is a promise that one thread uses what is
 /// created with it. uroce takes its locks anyway; the object only groups.
@@ -134,6 +170,33 @@ ibv_mr* reg_mr_common(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsi
   m->mr.rkey = key.value();
   p->refs++;
   return &m->mr;
+}
+
+/// ibv_import_mr(3): another handle on an MR of the context the PD's
+/// context shares (its handle is its key): keys and length as registered,
+/// `addr` NULL as rdma-core reports it; EINVAL if there is none.
+UROCE_EXPORT ibv_mr* ibv_import_mr(ibv_pd* pd, uint32_t mr_handle) {
+  core::MrView v;
+  if (!uctx(pd->context)->core->lookup_mr(mr_handle, &v) || (v.access & core::access::kWindow)) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  auto* m = new UMr();
+  memset(&m->mr, 0, sizeof(m->mr));
+  m->upd = upd(pd);
+  m->mr.context = pd->context;
+  m->mr.pd = pd;
+  m->mr.length = v.length;
+  m->mr.handle = m->mr.lkey = m->mr.rkey = v.key;
+  m->upd->refs++;
+  return &m->mr;
+}
+
+/// ibv_unimport_mr(3): drops the handle; the region stays registered.
+UROCE_EXPORT void ibv_unimport_mr(ibv_mr* mr) {
+  UMr* m = umr(mr);
+  m->upd->refs--;
+  delete m;
 }
 
 UROCE_EXPORT ibv_mr* ibv_reg_mr(ibv_pd* pd, void* addr, size_t length, int access) {

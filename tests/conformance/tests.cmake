@@ -22,7 +22,8 @@ uroce_gtest(conformance_verbs_test LABEL conformance TIMEOUT 60 VERBS SOURCES
   ${UROCE_CONFORMANCE_DIR}/raw_test.cc
   ${UROCE_CONFORMANCE_DIR}/raw_pacing_test.cc
   ${UROCE_CONFORMANCE_DIR}/atomic_write_test.cc
-  ${UROCE_CONFORMANCE_DIR}/recv_keys_test.cc)
+  ${UROCE_CONFORMANCE_DIR}/recv_keys_test.cc
+  ${UROCE_CONFORMANCE_DIR}/import_test.cc)
 target_compile_definitions(conformance_verbs_test PRIVATE
   UROCE_FAULT_PEER_PATH="$<TARGET_FILE:fault_errors_peer>")
 add_dependencies(conformance_verbs_test fault_errors_peer uroce)
