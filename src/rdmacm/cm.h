@@ -90,6 +90,10 @@ struct CmId {
   uint8_t tos = 0;
   uint32_t flow_label = 0;  // the path's: a request from the wire names it (its REQ's)
   bool tos_set = false, reuseaddr = false, afonly = false;
+  /// RDMA_OPTION_ID_ACK_TIMEOUT (rdma_set_option(3)): the QP's local ACK
+  /// timeout at RTS (rdma_init_qp_attr), instead of the CM's default.
+  bool ack_timeout_set = false;
+  uint8_t ack_timeout = 0;
 };
 
 inline CmId* from(rdma_cm_id* id) { return reinterpret_cast<CmId*>(id); }

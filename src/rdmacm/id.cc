@@ -196,6 +196,8 @@ UROCE_EXPORT int rdma_set_option(rdma_cm_id* cm_id, int level, int optname, void
         return 0;
       case RDMA_OPTION_ID_ACK_TIMEOUT:
         if (optlen != sizeof(uint8_t)) return fail(EINVAL);
+        id->ack_timeout = *static_cast<uint8_t*>(optval);
+        id->ack_timeout_set = true;
         return 0;
     }
   }

@@ -129,7 +129,7 @@ int qp_attr_for(CmId* id, ibv_qp_state state, ibv_qp_attr* a, int* mask) {
   }
   if (state == IBV_QPS_RTS) {
     a->sq_psn = id->remote.psn;
-    a->timeout = kAckTimeout;
+    a->timeout = id->ack_timeout_set ? id->ack_timeout : kAckTimeout;
     // The connecting side's retry count (in its REQ) holds for both QPs; the
     // RNR retry count each side uses is the one the other side sent (REQ,
     // REP), as the kernel's CM does.

@@ -197,6 +197,41 @@ TEST_F(Connect, AcceptedConnectionCarriesPrivateDataAndASend) {
   EXPECT_EQ(rdma_disconnect(s), 0);  // disconnected already: nothing more
 }
 
+// RDMA_OPTION_ID_ACK_TIMEOUT (rdma_set_option(3)) on either side's id
+// before connect/accept: that QP's local ACK timeout at RTS (rdma-core's
+// test_rdmacm_async_traffic checks it with ibv_query_qp on both sides).
+TEST_F(Connect, TheAckTimeoutOptionSetsTheQpsTimeout) {
+  listen_on(7477);
+  rdma_cm_id* c = client_to(7477);
+  uint8_t ct = 21, st = 17;
+  ASSERT_EQ(rdma_set_option(c, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &ct, sizeof(ct)), 0);
+  uint32_t wrong = 3;
+  errno = 0;
+  EXPECT_EQ(rdma_set_option(c, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &wrong, sizeof(wrong)), -1);
+  EXPECT_EQ(errno, EINVAL);
+  rdma_conn_param cp{};
+  cp.responder_resources = cp.initiator_depth = 1;
+  cp.retry_count = cp.rnr_retry_count = 7;
+  ASSERT_EQ(rdma_connect(c, &cp), 0) << strerror(errno);
+  rdma_cm_event* req = expect(sch_, RDMA_CM_EVENT_CONNECT_REQUEST);
+  ASSERT_NE(req, nullptr);
+  rdma_cm_id* s = req->id;
+  ids_.push_back(s);
+  rdma_ack_cm_event(req);
+  ibv_qp_init_attr at = rc_attr();
+  ASSERT_EQ(rdma_create_qp(s, nullptr, &at), 0) << strerror(errno);
+  ASSERT_EQ(rdma_set_option(s, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &st, sizeof(st)), 0);
+  ASSERT_EQ(rdma_accept(s, &cp), 0) << strerror(errno);
+  rdma_ack_cm_event(expect(cch_, RDMA_CM_EVENT_ESTABLISHED));
+  rdma_ack_cm_event(expect(sch_, RDMA_CM_EVENT_ESTABLISHED));
+  ibv_qp_attr a{};
+  ibv_qp_init_attr ia{};
+  ASSERT_EQ(ibv_query_qp(c->qp, &a, IBV_QP_TIMEOUT, &ia), 0);
+  EXPECT_EQ(a.timeout, ct);
+  ASSERT_EQ(ibv_query_qp(s->qp, &a, IBV_QP_TIMEOUT, &ia), 0);
+  EXPECT_EQ(a.timeout, st);
+}
+
 TEST_F(Connect, NoListenerIsRejectedWithInvalidServiceId) {
   rdma_cm_id* c = client_to(7472);
   rdma_conn_param cp{};
