@@ -14,6 +14,11 @@
 //
 // Makes /dev/infiniband/<dev_name> of uroce's devices, which UCX needs to
 // use them (tools/devnodes.cc says which devices and why).
+//
+//   uroce sysfs -- COMMAND [ARGS...]
+//
+// Runs COMMAND where /sys/class/infiniband/<dev>/ exists for uroce's
+// devices (tools/sysfs_view.cc), for programs that read sysfs themselves.
 #include <dirent.h>
 #include <pcap/pcap.h>
 #include <signal.h>
@@ -31,6 +36,7 @@
 #include "tools/command.h"
 #include "tools/devnodes.h"
 #include "tools/status.h"
+#include "tools/sysfs_view.h"
 #include "tools/trace.h"
 
 namespace {
@@ -157,6 +163,12 @@ int main(int argc, char** argv) {
       res->add_subcommand("qp", "The QPs on this host: device, owner, type, state, peer, link");
   bool res_json = false;
   res_qp->add_flag("-j,--json", res_json, "JSON output");
+  CLI::App* sv = app.add_subcommand(
+      "sysfs",
+      "Run a command that sees /sys/class/infiniband/<dev> of uroce's devices (a mount namespace of its "
+      "own)");
+  std::vector<std::string> sysfs_command;
+  sv->add_option("command", sysfs_command, "the command to run (after --)")->required();
   CLI::App* tr = app.add_subcommand(
       "trace",
       "Run a command with uroce's trace on and print, per QP, the timeline of its work requests, packets, "
@@ -167,6 +179,7 @@ int main(int argc, char** argv) {
   tr->add_option("command", trace_command, "the command to run (after --)")->required();
   CLI11_PARSE(app, argc, argv);
   if (tr->parsed()) return uroce::tools::trace(trace_out, trace_command);
+  if (sv->parsed()) return uroce::tools::sysfs_view(sysfs_command);
   if (cap->parsed()) return capture(out, sent_only, command);
   if (dn->parsed()) return uroce::tools::devnodes(dno);
   if (ln->parsed()) return uroce::tools::link_show(link_json);

@@ -17,6 +17,7 @@
 #include "contract/control_client.h"
 #include "contract/control_protocol.h"
 #include "contract/limits.h"
+#include "contract/sysfs_attrs.h"
 #include "core/qp.h"
 #include "core/service.h"
 #include "memory/notify.h"
@@ -98,33 +99,19 @@ bool sysfs_virtual_read(const char* full_path, char* buf, size_t size, int* out_
     if (strncmp(rest, d->info.name, n) != 0 || rest[n] != '/') continue;
     const char* attr = rest + n + 1;
     while (*attr == '/') ++attr;
-    char val[128];
-    const uint8_t* g = reinterpret_cast<const uint8_t*>(&d->info.node_guid);
-    if (!strcmp(attr, "board_id")) {
-      snprintf(val, sizeof(val), "uroce soft RoCE (%s)", d->info.ifname);
-    } else if (!strcmp(attr, "node_guid") || !strcmp(attr, "sys_image_guid")) {
-      snprintf(val, sizeof(val), "%02x%02x:%02x%02x:%02x%02x:%02x%02x", g[0], g[1], g[2], g[3], g[4], g[5],
-               g[6], g[7]);
-    } else if (!strcmp(attr, "node_type")) {
-      snprintf(val, sizeof(val), "1: CA");
-    } else if (!strcmp(attr, "fw_ver")) {
-      snprintf(val, sizeof(val), "0.1.0");
-    } else if (!strcmp(attr, "hw_rev")) {
-      snprintf(val, sizeof(val), "0");
-    } else if (!strcmp(attr, "hca_type")) {
-      snprintf(val, sizeof(val), "uroce");
-    } else {
+    std::string val;
+    if (!core::sysfs_attr(d->info, attr, &val)) {
       *out_len = -1;
       errno = ENOENT;
       return true;
     }
-    size_t len = strlen(val);
+    const size_t len = val.size();
     if (len + 1 > size) {
       *out_len = -1;
       errno = EOVERFLOW;
       return true;
     }
-    memcpy(buf, val, len + 1);
+    memcpy(buf, val.c_str(), len + 1);
     *out_len = int(len);
     return true;
   }

@@ -56,8 +56,12 @@ trap 'exit 1' INT TERM
 cp -r "$suite_src" "$work/tests" && gunzip -q "$work"/tests/*.gz || { echo "FAIL: cannot unpack $suite_src"; exit 1; }
 # Bounded below CTest's TIMEOUT, so the namespace is always removed: a lost
 # completion leaves some of the suite's tests blocked in ibv_get_cq_event.
-run=(timeout -k 5 "${UROCE_PYVERBS_TIMEOUT:-240}" "$py" "$here/pyverbs_run.py" --suite "$work/tests" --min-passed "$min_passed"
-  --skips-doc "$repo/docs/conformance.md" --results "$work/results.txt")
+# The suite finds a device's interface in /sys/class/infiniband/<dev>/device/net
+# (test_rdmacm): `uroce sysfs` runs it where uroce's devices have entries there.
+tool=${UROCE_TOOL:-$repo/build/bin/uroce}
+[[ -x $tool ]] || { echo "FAIL: no uroce tool at $tool (set UROCE_TOOL)"; exit 1; }
+run=("$tool" sysfs -- timeout -k 5 "${UROCE_PYVERBS_TIMEOUT:-240}" "$py" "$here/pyverbs_run.py" --suite "$work/tests"
+  --min-passed "$min_passed" --skips-doc "$repo/docs/conformance.md" --results "$work/results.txt")
 
 case $mode in
   lo)

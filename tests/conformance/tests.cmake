@@ -40,12 +40,13 @@ set_property(TEST conformance_verbs_test conformance_verbs_udp_test APPEND PROPE
 # rdma-core's own suite, as Debian's python3-pyverbs installs it, with the
 # build's library first on the loader path: on uroce_lo, and on a veth in a
 # namespace of its own over the UDP link (root; see run_pyverbs.sh). Each
-# fails unless 0 failed, 0 errors, at least 143 passed (kernel rxe passes 86;
+# fails unless 0 failed, 0 errors, at least 145 passed (kernel rxe passes 86;
 # the suite's raw Ethernet cases run as root only, as CI does) and every
 # skip is listed in docs/conformance.md. Also
 # labelled debian: Debian's python3 loads the library, so not under ASan.
 foreach(v lo netns)
   uroce_script_test(pyverbs_${v} LABEL conformance TIMEOUT 300
-                    COMMAND bash ${UROCE_CONFORMANCE_DIR}/run_pyverbs.sh ${v} 143)
+                    COMMAND bash ${UROCE_CONFORMANCE_DIR}/run_pyverbs.sh ${v} 145)
   set_property(TEST pyverbs_${v} APPEND PROPERTY LABELS debian)
+  set_property(TEST pyverbs_${v} APPEND PROPERTY ENVIRONMENT "UROCE_TOOL=$<TARGET_FILE:uroce>")
 endforeach()

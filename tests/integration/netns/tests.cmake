@@ -152,3 +152,6 @@ set_tests_properties(netns_incast_smoke PROPERTIES PROCESSORS 2)
 foreach(c bw mcast lat burst fs_rate kernel)
   uroce_netns_register(netns_raw_${c} 90 -- bash ${UROCE_NETNS_DIR}/../raw/run_raw.sh ${c})
 endforeach()
+
+# uroce sysfs in a namespace: uroce_rnic0's device/net/rnic0 is the interface.
+uroce_netns_register(netns_sysfs_view 60 -- bash ${UROCE_NETNS_DIR}/../tools/sysfs_view_test.sh $<TARGET_FILE:uroce>)

@@ -13,3 +13,7 @@ uroce_script_test(tools_trace LABEL integration TIMEOUT 120
                   COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/trace_test.sh $<TARGET_FILE:uroce> ${UROCE_TRACE_TEST_PORT})
 set_property(TEST tools_trace APPEND PROPERTY LABELS debian)
 set_tests_properties(tools_trace PROPERTIES RESOURCE_LOCK uroce_udp_loopback)
+# uroce sysfs: a view of /sys/class with uroce's devices (root: a mount
+# namespace), on uroce_lo here and on a namespace's device in netns_sysfs_view.
+uroce_script_test(tools_sysfs_view LABEL integration TIMEOUT 60
+                  COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/sysfs_view_test.sh $<TARGET_FILE:uroce>)
