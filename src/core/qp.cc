@@ -174,7 +174,7 @@ Result<std::unique_ptr<Qp>> Qp::create(Context* ctx, const QpCreateArgs& a) {
                                                  q->counters_ ? &q->counters_->raw : nullptr);
     // What waits in its send queue (paced, or a full ring) leaves from the
     // engine's polls.
-    NetEngine::get().add_paced(q->raw_engine_.get());
+    NetEngine::get().add_raw_queue(q->raw_engine_.get());
   } else if (!xrc_tgt && !raw)
     q->shm_engine_ = std::make_unique<ShmEngine>(ctx, static_cast<QpOwner&>(*q), q->sq_mu_, q->attr_,
                                                  q->type_, q->qpn_, q->shm_);
@@ -211,7 +211,7 @@ Qp::~Qp() {
     link::XdpPort* port = wire_port();
     for (uint64_t h : RawSwitch::get().remove_qp(qpn_)) (void)wire_rule(port, h, nullptr);
   }
-  if (raw_engine_) NetEngine::get().remove_paced(raw_engine_.get());
+  if (raw_engine_) NetEngine::get().remove_raw_queue(raw_engine_.get());
   if (raw_user_) NetEngine::get().remove_raw();
   raw_engine_.reset();
   retire_counters();  // a raw QP's: no rule or engine counts into them any more

@@ -1,8 +1,10 @@
 #include "link/xdp_link.h"
 
+#include <algorithm>
 #include <cstring>
 #include <ctime>
 
+#include "common/clock.h"
 #include "wire/ip_udp.h"
 
 namespace uroce::link {
@@ -110,10 +112,20 @@ Status XdpPort::send_frame(std::span<const uint8_t> frame) {
 
 void XdpPort::flush() {
   std::lock_guard<SpinLock> g(tx_mu_);
+  const uint32_t before = xsk_->unkicked();
   xsk_->flush();
   // Frames the kernel did not take yet (a busy driver queue) wait for the
-  // next flush: an empty poll or the engine thread's look.
-  tx_pending_.store(xsk_->unkicked() != 0, std::memory_order_relaxed);
+  // next flush: an empty poll or the engine thread's look; if it took none
+  // of them, after a back-off.
+  const uint32_t left = xsk_->unkicked();
+  if (left != 0 && left >= before) {
+    stall_ns_ = std::clamp<uint64_t>(2 * stall_ns_, kRetryMinNs, kRetryMaxNs);
+    retry_ns_.store(fast_now_ns() + stall_ns_, std::memory_order_relaxed);
+  } else if (stall_ns_) {
+    stall_ns_ = 0;
+    retry_ns_.store(0, std::memory_order_relaxed);
+  }
+  tx_pending_.store(left != 0, std::memory_order_relaxed);
 }
 
 void XdpPort::flush_faults() {

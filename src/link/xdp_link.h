@@ -75,8 +75,14 @@ class XdpPort final : public PacketSource {
   /// EAGAIN when every send frame is in flight, EMSGSIZE when it does not
   /// fit one. It leaves at the next flush().
   Status send_frame(std::span<const uint8_t> frame);
-  /// Frames queued by send_frame wait for a flush().
-  bool tx_pending() const { return tx_pending_.load(std::memory_order_relaxed); }
+  /// Frames queued by send_frame, or left on the ring by a kick the kernel
+  /// cut short, wait for a flush() at `now` (ns). After a flush the kernel
+  /// took none from (an interface down, a stalled driver queue) they wait a
+  /// back-off first (10 us doubling to 10 ms), not a system call per poll.
+  static constexpr uint64_t kRetryMinNs = 10'000, kRetryMaxNs = 10'000'000;
+  bool tx_pending(uint64_t now) const {
+    return tx_pending_.load(std::memory_order_relaxed) && now >= retry_ns_.load(std::memory_order_relaxed);
+  }
   /// Sends what send() and send_frame() queued (one system call: copy mode's kick).
   void flush();
   /// Sends a packet the fault injector still holds back (call when idle).
@@ -121,6 +127,8 @@ class XdpPort final : public PacketSource {
   FaultInjector::Emit emit_tagged();
   std::vector<uint8_t> tx_;
   std::atomic<bool> tx_pending_{false};  // send_frame queued, flush not yet
+  std::atomic<uint64_t> retry_ns_{0};    // tx_pending's back-off (flush)
+  uint64_t stall_ns_ = 0;                // the back-off now (under tx_mu_)
   Counted<Stats> stats_;
 };
 

@@ -74,7 +74,7 @@ void NetEngine::fork_child() {
   sources_.clear();
   n_qps_ = 0;
   parked_.clear();
-  paced_.clear();  // the parent's QPs' queues
+  raw_queues_.clear();  // the parent's QPs' queues
   // The parent's AF_XDP sockets are the parent's (uroced lent them to it):
   // only this copy of their descriptors and memory goes.
   new (&xdp_mu_) std::mutex();
@@ -229,25 +229,25 @@ Status NetEngine::add_raw() {
 
 void NetEngine::raw_frame_queued() { kick(fast_now_ns() + kRawKickNs); }
 
-void NetEngine::add_paced(RawEngine* e) {
+void NetEngine::add_raw_queue(RawEngine* e) {
   std::lock_guard<std::mutex> g(run_mu_);
-  if (std::find(paced_.begin(), paced_.end(), e) == paced_.end()) paced_.push_back(e);
+  if (std::find(raw_queues_.begin(), raw_queues_.end(), e) == raw_queues_.end()) raw_queues_.push_back(e);
 }
 
-void NetEngine::remove_paced(RawEngine* e) {
+void NetEngine::remove_raw_queue(RawEngine* e) {
   std::lock_guard<std::mutex> g(run_mu_);
-  std::erase(paced_, e);
+  std::erase(raw_queues_, e);
 }
 
-uint64_t NetEngine::pump_paced(uint64_t now) {
+uint64_t NetEngine::pump_raw_queues(uint64_t now) {
   uint64_t next = UINT64_MAX;
-  for (RawEngine* e : paced_) next = std::min(next, e->pump(now));
+  for (RawEngine* e : raw_queues_) next = std::min(next, e->pump(now));
   return next;
 }
 
-void NetEngine::flush_raw_tx() {
+void NetEngine::flush_raw_tx(uint64_t now) {
   for (const Xdp& x : xdp_)
-    if (x.port && x.port->tx_pending()) x.port->flush();
+    if (x.port && x.port->tx_pending(now)) x.port->flush();
 }
 
 void NetEngine::remove_raw() {
@@ -609,8 +609,8 @@ bool NetEngine::poll_now() {
     if (++busy % 16 == 0) sched_yield();
     return false;
   }
-  if (!paced_.empty()) (void)pump_paced(now);
-  flush_raw_tx();
+  if (!raw_queues_.empty()) (void)pump_raw_queues(now);
+  flush_raw_tx(now);
   app_read_ns_.store(now, std::memory_order_relaxed);
   for (const Source& s : sources_)
     if (s.kind == Source::Kind::kQp)
@@ -704,8 +704,8 @@ void NetEngine::loop() {
         if (d < next) next = d;
       }
       if (!parked_.empty()) next = std::min(next, now + kParkedRecheckNs);
-      if (!paced_.empty()) next = std::min(next, pump_paced(now));
-      flush_raw_tx();
+      if (!raw_queues_.empty()) next = std::min(next, pump_raw_queues(now));
+      flush_raw_tx(now);
       g.unlock();
     }
     // Then this thread sleeps until the next deadline, a kick, or (while the

@@ -45,11 +45,12 @@ class NetEngine {
   /// it (net/raw_engine.h): the application's next empty poll, or this
   /// thread within kRawKickNs, kicks it.
   void raw_frame_queued();
-  /// A rate-limited raw QP's send queue (net/raw_engine.h): the
-  /// application's polls and this thread release its frames as they fall
-  /// due, until remove_paced (which returns once no call into it runs).
-  void add_paced(RawEngine* e);
-  void remove_paced(RawEngine* e);
+  /// A raw QP's send queue (net/raw_engine.h), where frames wait for their
+  /// pace or for room on a full AF_XDP ring: the application's polls and
+  /// this thread release them as they fall due, until remove_raw_queue
+  /// (which returns once no call into it runs).
+  void add_raw_queue(RawEngine* e);
+  void remove_raw_queue(RawEngine* e);
   /// Reads `ep` too, a receiving socket of `q` beside its own: a multicast
   /// group's (NetQp::join; only packets for QP 0xFFFFFF go to `q`) or
   /// another address's (NetQp::add_address; packets go by destination QP as
@@ -119,10 +120,10 @@ class NetEngine {
   /// The epoll sets, the inbox and the thread, once (run_mu_ held).
   Status start();
   /// Kicks the AF_XDP ports with raw frames queued (run_mu_ held).
-  void flush_raw_tx();
-  /// Releases the paced frames due at `now`; when the next one is due, or
-  /// UINT64_MAX (run_mu_ held).
-  uint64_t pump_paced(uint64_t now);
+  void flush_raw_tx(uint64_t now);
+  /// Releases the raw frames due at `now` (paced, or waiting for ring
+  /// room); when the next one is due, or UINT64_MAX (run_mu_ held).
+  uint64_t pump_raw_queues(uint64_t now);
   void loop();
   void catch_up_slow();
   /// Adds `s` to sources_ and epoll (run_mu_ held); its index, or -1.
@@ -166,8 +167,8 @@ class NetEngine {
     std::unique_ptr<link::XdpPort> port;
   };
   std::vector<Xdp> xdp_;
-  std::vector<RawEngine*> paced_;  // add_paced (under run_mu_)
-  std::mutex xdp_mu_;              // serializes xdp_port (lock order: xdp_mu_ -> run_mu_)
+  std::vector<RawEngine*> raw_queues_;  // add_raw_queue (under run_mu_)
+  std::mutex xdp_mu_;                   // serializes xdp_port (lock order: xdp_mu_ -> run_mu_)
   // Packets other processes of the host got for our QPs (contract/inbox.h).
   // `inbox_used_`: one has come, so more will (its flow's datagrams all go
   // to that other process): the application's polls read it every time

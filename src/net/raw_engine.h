@@ -11,7 +11,7 @@
 // IBV_QP_RATE_LIMIT or ibv_modify_qp_rate_limit(3), as mlx5 offers it on
 // raw QPs): frames are copied at post and leave no faster than the rate,
 // each completing as it leaves; the application's polls and the network
-// engine's thread release what waits (NetEngine::add_paced: every raw QP's
+// engine's thread release what waits (NetEngine::add_raw_queue: every raw QP's
 // engine), a burst of up to `max_burst_bytes` at once after an idle time.
 #pragma once
 

@@ -26,6 +26,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/clock.h"
 #include "contract/control_protocol.h"
 #include "contract/shm_layout.h"
 #include "daemon/requests.h"
@@ -306,6 +307,42 @@ TEST_F(XdpSteerTest, OneFlushSendsAWholeBurst) {
     got += st.in->receive([](std::span<const uint8_t>) {});
   EXPECT_EQ(uint64_t(got) + st.in->dropped(), uint64_t(kBurst));
   EXPECT_EQ(got, kBurst);
+}
+
+// Frames the kernel will not take (the interface is down) stay on the send
+// ring and the port keeps them pending, but after a flush that moved none
+// it waits a back-off before the next try, instead of a system call at
+// every poll; once the interface is up again they leave.
+TEST_F(XdpSteerTest, AStalledSendRingIsRetriedAfterABackOff) {
+  Steered st;
+  ASSERT_NO_FATAL_FAILURE(steer_to(0x78, 0, &st));
+  link::XdpPort::Options so;
+  memcpy(so.mac, send_.mac, 6);
+  link::XdpPort out(std::move(st.out), so);
+  ASSERT_EQ(system((std::string("ip link set ") + kSendIf + " down").c_str()), 0);
+  const std::vector<uint8_t> f = frame(0x78, 1);
+  ASSERT_TRUE(out.send_frame(f).is_ok());
+  uint64_t now = fast_now_ns();
+  EXPECT_TRUE(out.tx_pending(now));
+  out.flush();  // the kernel refuses: nothing moved
+  now = fast_now_ns();
+  EXPECT_FALSE(out.tx_pending(now)) << "retried at once";
+  EXPECT_TRUE(out.tx_pending(now + link::XdpPort::kRetryMaxNs)) << "given up";
+  out.flush();  // a second try that moved nothing doubles the wait
+  now = fast_now_ns();
+  EXPECT_FALSE(out.tx_pending(now + link::XdpPort::kRetryMinNs));
+  // Up again, with the route and neighbour the link's going down removed
+  // (the other cases send through them).
+  const std::string up = std::string("ip link set ") + kSendIf + " up && ip route replace " + kFarIp +
+                         "/32 dev " + kSendIf + " && ip neigh replace " + kFarIp +
+                         " lladdr $(ip -br link show " + kRecvIf + " | awk '{print $3}') dev " + kSendIf +
+                         " nud permanent";
+  ASSERT_EQ(system(up.c_str()), 0) << up;
+  out.flush();
+  EXPECT_FALSE(out.tx_pending(fast_now_ns() + link::XdpPort::kRetryMaxNs)) << "still pending once up";
+  auto got = receive(*st.in, 300);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0], f);
 }
 
 // uroced lends an interface to one process at a time; the frames of the
