@@ -426,8 +426,11 @@ int NetEngine::pick(Reader who, int* ready, bool* skipped) {
       }
   // The inbox: once packets came through it, every time; before that, an
   // application's poll now and then (an inbox left unread that never had
-  // any still leaves the poll drained).
-  const bool inbox = inbox_used_ || (app && direct_polls_ % kIdleInboxReadEvery == 0);
+  // any still leaves the poll drained), and never while the process has no
+  // network QP for other processes to pass packets to (raw QPs only: their
+  // frames come through the AF_XDP port, and a receive call that finds
+  // nothing is time a raw ping-pong waits, bench/RESULTS.md).
+  const bool inbox = inbox_used_ || (app && n_qps_ > 0 && direct_polls_ % kIdleInboxReadEvery == 0);
   for (size_t i = 0; i < sources_.size(); ++i)
     if (sources_[i].kind == Kind::kInbox && inbox) take(i);
   return n;

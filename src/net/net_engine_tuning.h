@@ -65,6 +65,10 @@ constexpr uint64_t kAppPollGraceNs = 200'000;
 /// once every kRawKickBatch frames; an empty poll kicks what waits).
 constexpr uint64_t kRawKickNs = 20'000;
 constexpr uint32_t kRawKickBatch = 32;
+/// A raw QP's frame that follows its previous one by more than this leaves
+/// at once (one kick each): sends that far apart are a ping-pong's, which
+/// a wait for the next poll only delays; closer ones share kicks.
+constexpr uint64_t kRawKickSparseNs = 2'000;
 /// Packets parked for evidence of their IPv4 identification
 /// (link/id_trust.h) are looked at again at least this often (uroced
 /// records a frame within tens of microseconds of its arrival).

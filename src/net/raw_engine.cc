@@ -171,9 +171,10 @@ bool RawEngine::send(std::span<const uint8_t> frame) {
     RawSwitch::get().sent(ifindex_, qpn_, frame);
     return true;
   }
-  // The kick (a system call) goes with every kRawKickBatch frames; the ones
-  // before wait at most for the application's next empty poll or the engine
-  // thread's kRawKickNs.
+  // The kick (a system call) goes with every kRawKickBatch frames, and with
+  // a frame that follows the previous one by more than kRawKickSparseNs (a
+  // ping-pong's); the others wait at most for the application's next empty
+  // poll or the engine thread's kRawKickNs.
   Status st = wire_->send_frame(frame);
   if (st.err() == EAGAIN) {  // every send frame in flight: send what waits, once more
     wire_->flush();
@@ -188,10 +189,14 @@ bool RawEngine::send(std::span<const uint8_t> frame) {
   }
   if (st.is_ok()) count_sent(frame.size());
   RawSwitch::get().sent(ifindex_, qpn_, frame);
-  if (st.is_ok() && ++queued_ >= tuning::kRawKickBatch) {
+  if (!st.is_ok()) return true;
+  const uint64_t now = fast_now_ns();
+  const bool sparse = now - last_sent_ns_ > tuning::kRawKickSparseNs;
+  last_sent_ns_ = now;
+  if (++queued_ >= tuning::kRawKickBatch || sparse) {
     wire_->flush();
     queued_ = 0;
-  } else if (st.is_ok()) {
+  } else {
     NetEngine::get().raw_frame_queued();
   }
   return true;

@@ -83,7 +83,8 @@ class RawEngine final : public LinkEngine {
   RawCounters* const counters_;
   mutable SpinLock mu_;  // post (under the QP's send lock) against pump (under the engine's run lock)
   uint32_t unsignaled_ GUARDED_BY(mu_) = 0;
-  uint32_t queued_ GUARDED_BY(mu_) = 0;  // frames put on the port's ring since this engine's last kick
+  uint32_t queued_ GUARDED_BY(mu_) = 0;        // frames put on the port's ring since this engine's last kick
+  uint64_t last_sent_ns_ GUARDED_BY(mu_) = 0;  // when the last frame went on it (kRawKickSparseNs)
   std::vector<uint8_t> frame_ GUARDED_BY(mu_);
   uint32_t rate_kbps_ GUARDED_BY(mu_) = 0;
   uint32_t burst_bytes_ GUARDED_BY(mu_) = 0;
