@@ -100,6 +100,7 @@ void NetEngine::fork_child() {
   if (ep_timers_ >= 0) close(ep_timers_);
   if (wake_ >= 0) close(wake_);
   ep_ = ep_timers_ = wake_ = -1;
+  xdp_watched_ = true;
   app_poll_ns_.store(0);
   app_read_ns_.store(0);
   drained_ns_.store(0);
@@ -170,14 +171,29 @@ int NetEngine::add_source(const Source& s) {
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.u32 = uint32_t(i);
-  if (epoll_ctl(ep_, EPOLL_CTL_ADD, s.src->fd(), &ev) != 0) return -1;
+  if ((s.kind != Source::Kind::kXdp || xdp_watched_) && epoll_ctl(ep_, EPOLL_CTL_ADD, s.src->fd(), &ev) != 0)
+    return -1;
   sources_[i] = s;
   return int(i);
 }
 
 void NetEngine::drop_source(size_t i) {
-  epoll_ctl(ep_, EPOLL_CTL_DEL, sources_[i].src->fd(), nullptr);
+  if (sources_[i].kind != Source::Kind::kXdp || xdp_watched_)
+    epoll_ctl(ep_, EPOLL_CTL_DEL, sources_[i].src->fd(), nullptr);
   sources_[i] = Source{};
+}
+
+void NetEngine::watch_xdp(bool on) {
+  if (on == xdp_watched_) return;
+  xdp_watched_ = on;
+  for (size_t i = 0; i < sources_.size(); ++i) {
+    if (sources_[i].kind != Source::Kind::kXdp) continue;
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u32 = uint32_t(i);
+    // Added back: a frame already on the ring makes the socket ready at once.
+    epoll_ctl(ep_, on ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, sources_[i].src->fd(), &ev);
+  }
 }
 
 Status NetEngine::start() {
@@ -389,8 +405,13 @@ void NetEngine::kick(uint64_t deadline) {
 
 int NetEngine::readable(int* ready) {
   epoll_event evs[kMaxEvents];
-  const int n = epoll_wait(ep_, evs, kMaxEvents, 0);
   int m = 0;
+  // The AF_XDP ports while epoll does not watch them: looked at directly
+  // (a ring's load, no system call).
+  if (!xdp_watched_)
+    for (size_t i = 0; i < sources_.size() && m < kMaxEvents; ++i)
+      if (sources_[i].kind == Source::Kind::kXdp) ready[m++] = int(i);
+  const int n = epoll_wait(ep_, evs, kMaxEvents - m, 0);
   for (int i = 0; i < n; ++i)
     if (evs[i].data.u32 != UINT32_MAX) ready[m++] = int(evs[i].data.u32);
   return m;
@@ -673,6 +694,11 @@ void NetEngine::loop() {
     // costs the application a futex wake on its next unlock).
     std::unique_lock<std::mutex> g(run_mu_, std::defer_lock);
     if (app_polls ? g.try_lock() : (g.lock(), true)) {
+      // While the application polls, epoll does not watch the AF_XDP
+      // sockets: the application reads their rings, and a watched socket
+      // costs every frame the kernel delivers an epoll callback (on the
+      // sender's core, inside its send), and this thread's looks a wake.
+      watch_xdp(!app_polls);
       // A program may poll its CQ now and then and spin on memory in between
       // (perftest's ib_write_lat): what waits in a socket while it has not
       // read the sockets for kAppActiveNs is taken in here. So is

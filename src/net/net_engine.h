@@ -121,6 +121,8 @@ class NetEngine {
   Status start();
   /// Kicks the AF_XDP ports with raw frames queued (run_mu_ held).
   void flush_raw_tx(uint64_t now);
+  /// Adds the AF_XDP sources to ep_ (on) or takes them out (run_mu_ held).
+  void watch_xdp(bool on);
   /// Releases the raw frames due at `now` (paced, or waiting for ring
   /// room); when the next one is due, or UINT64_MAX (run_mu_ held).
   uint64_t pump_raw_queues(uint64_t now);
@@ -183,6 +185,8 @@ class NetEngine {
   std::vector<int> parked_;
   std::unordered_map<uint32_t, NetQp*> by_qpn_;
   int n_qps_ = 0;  // Source::Kind::kQp in sources_ (under run_mu_)
+  /// Whether ep_ watches the AF_XDP sources (watch_xdp; under run_mu_).
+  bool xdp_watched_ = true;
   int ep_ = -1, wake_ = -1;
   int ep_timers_ = -1;  // epoll with the wake-up only: the thread's sleep while the application polls
   std::atomic<uint64_t> app_poll_ns_{0};  // the application's last poll or post
