@@ -24,9 +24,10 @@
 
 namespace uroce::core {
 
-/// A RAW_PACKET QP's frames (it has no network link: its engine and the
-/// process's raw switch count here, with atomic adds — the switch's
-/// deliveries to one QP may come from several threads at once).
+/// A RAW_PACKET QP's frames (it has no network link): its engine counts
+/// what it sends, under its lock; the process's raw switch counts what it
+/// delivers, with atomic adds (count_add: deliveries to one QP may come
+/// from several threads at once, through its work queues' locks).
 struct RawCounters {
   uint64_t sent = 0, sent_bytes = 0;
   uint64_t send_waits = 0;  // frames that met a full AF_XDP send ring and waited
