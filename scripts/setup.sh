@@ -31,6 +31,9 @@ packages=(
   # tests: veth pairs (iproute2), packet loss (nftables: this kernel has no
   # netem), checksum offload off on veth (ethtool)
   iproute2 procps python3 nftables ethtool
+  # setcap: a file capability (CAP_NET_RAW) on a test program's copy
+  # (tests/conformance/raw_setcap.sh)
+  libcap2-bin
   # plain TCP programs run over rsockets under librspreload (tests/integration/rdmacm)
   socat iperf3
   # Wireshark's dissector, to judge the packets uroce writes (../shared/wire/tshark_roce.sh)

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 #ifndef SO_PEERPIDFD
 #define SO_PEERPIDFD 77  // Linux 6.5 (Debian 12's headers predate it)
@@ -43,6 +44,40 @@ PeerCheck check_peer(int fd, long trusted_gid) {
   return p;
 }
 
+namespace {
+
+std::string read_small(const char* path) {
+  std::string out;
+  if (FILE* f = fopen(path, "re")) {
+    char buf[512];
+    size_t n;
+    while (out.size() < 4096 && (n = fread(buf, 1, sizeof(buf), f)) > 0) out.append(buf, n);
+    fclose(f);
+  }
+  return out;
+}
+
+/// Whether process `pid` is in this process's user namespace. Its
+/// /proc/<pid>/ns/user names the namespace, but needs ptrace access, which
+/// a client that gained capabilities from a file (setcap: not dumpable)
+/// does not give a uroced without CAP_SYS_PTRACE; then what its namespace
+/// maps, as seen from here, tells: the same map as this namespace's own,
+/// which an unprivileged process cannot give a namespace it makes (it maps
+/// its own ID only).
+bool in_my_user_ns(pid_t pid) {
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/%d/ns/user", int(pid));
+  struct stat mine = {};
+  struct stat theirs = {};
+  if (stat("/proc/self/ns/user", &mine) == 0 && stat(path, &theirs) == 0)
+    return mine.st_ino == theirs.st_ino && mine.st_dev == theirs.st_dev;
+  snprintf(path, sizeof(path), "/proc/%d/uid_map", int(pid));
+  const std::string own = read_small("/proc/self/uid_map");
+  return !own.empty() && own == read_small(path);
+}
+
+}  // namespace
+
 bool peer_has_net_raw(int fd, pid_t pid) {
   int pidfd = -1;
   socklen_t len = sizeof(pidfd);
@@ -50,18 +85,14 @@ bool peer_has_net_raw(int fd, pid_t pid) {
     pidfd = int(syscall(SYS_pidfd_open, pid, 0));
     if (pidfd < 0) return false;
   }
-  char path[64];
   // Capabilities count in uroced's own user namespace, as the kernel's
   // capable() counts them in the initial one: a process that made a user
   // namespace of its own has every capability there, and none here.
-  struct stat mine {
-  }, theirs{};
-  snprintf(path, sizeof(path), "/proc/%d/ns/user", int(pid));
-  if (stat("/proc/self/ns/user", &mine) != 0 || stat(path, &theirs) != 0 || mine.st_ino != theirs.st_ino ||
-      mine.st_dev != theirs.st_dev) {
+  if (!in_my_user_ns(pid)) {
     ::close(pidfd);
     return false;
   }
+  char path[64];
   snprintf(path, sizeof(path), "/proc/%d/status", int(pid));
   bool has = false;
   if (FILE* f = fopen(path, "re")) {

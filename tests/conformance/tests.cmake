@@ -50,3 +50,11 @@ foreach(v lo netns)
   set_property(TEST pyverbs_${v} APPEND PROPERTY LABELS debian)
   set_property(TEST pyverbs_${v} APPEND PROPERTY ENVIRONMENT "UROCE_TOOL=$<TARGET_FILE:uroce>")
 endforeach()
+
+# CAP_NET_RAW from a file capability (setcap), as a user's program gets it:
+# allowed; the same program without it: refused (root, made ordinary for
+# the runs). Not in the sanitizer tree (its binaries run with AT_SECURE).
+if(NOT UROCE_SANITIZE)
+  uroce_script_test(conformance_raw_setcap LABEL conformance TIMEOUT 60
+                    COMMAND bash ${UROCE_CONFORMANCE_DIR}/raw_setcap.sh $<TARGET_FILE:conformance_verbs_test>)
+endif()
