@@ -24,6 +24,18 @@ constexpr unsigned kDmMrAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRIT
 
 std::atomic<uint32_t> g_next_handle{1};
 
+/// A program's handle `handle` on device memory `mem` (allocated, or imported).
+UDm* new_dm(ibv_context* ctx, uint32_t handle, std::shared_ptr<core::DeviceMemory> mem) {
+  auto* d = new UDm();
+  memset(&d->dm, 0, sizeof(d->dm));
+  d->dm.context = ctx;
+  d->dm.memcpy_to_dm = memcpy_to_dm;
+  d->dm.memcpy_from_dm = memcpy_from_dm;
+  d->dm.handle = handle;
+  d->core = std::move(mem);
+  return d;
+}
+
 }  // namespace
 
 ibv_dm* op_alloc_dm(ibv_context* ctx, ibv_alloc_dm_attr* attr) {
@@ -36,13 +48,7 @@ ibv_dm* op_alloc_dm(ibv_context* ctx, ibv_alloc_dm_attr* attr) {
     errno = core.err();
     return nullptr;
   }
-  auto* d = new UDm();
-  memset(&d->dm, 0, sizeof(d->dm));
-  d->dm.context = ctx;
-  d->dm.memcpy_to_dm = memcpy_to_dm;
-  d->dm.memcpy_from_dm = memcpy_from_dm;
-  d->dm.handle = g_next_handle.fetch_add(1);
-  d->core = std::move(core.value());
+  UDm* d = new_dm(ctx, g_next_handle.fetch_add(1), std::move(core.value()));
   SharedObjects& sh = *uctx(ctx)->shared;
   std::lock_guard<std::mutex> g(sh.mu);
   sh.dms[d->dm.handle] = d->core;
@@ -96,14 +102,7 @@ UROCE_EXPORT ibv_dm* ibv_import_dm(ibv_context* context, uint32_t dm_handle) {
     errno = EINVAL;
     return nullptr;
   }
-  auto* d = new UDm();
-  memset(&d->dm, 0, sizeof(d->dm));
-  d->dm.context = context;
-  d->dm.memcpy_to_dm = memcpy_to_dm;
-  d->dm.memcpy_from_dm = memcpy_from_dm;
-  d->dm.handle = dm_handle;
-  d->core = std::move(mem);
-  return &d->dm;
+  return &new_dm(context, dm_handle, std::move(mem))->dm;
 }
 
 /// ibv_unimport_dm(3): drops the handle; the memory stays allocated.

@@ -80,9 +80,10 @@ TEST_F(Import, PdAndMrHandlesImportAndUnknownOnesAreEinval) {
   // Unimporting drops the handles; the objects stay and go as usual.
   ibv_unimport_mr(imr);
   ibv_unimport_pd(ipd);
+  const uint32_t mr_handle = mr->handle;
   EXPECT_EQ(ibv_dereg_mr(mr), 0);
   errno = 0;
-  EXPECT_EQ(ibv_import_mr(pd, mr->handle), nullptr);  // deregistered: gone for everyone
+  EXPECT_EQ(ibv_import_mr(pd, mr_handle), nullptr);  // deregistered: gone for everyone
   EXPECT_EQ(errno, EINVAL);
   const uint32_t h = pd->handle;
   EXPECT_EQ(ibv_dealloc_pd(pd), 0);

@@ -244,6 +244,27 @@ TEST_F(RawEthernet, MalformedRulesGetTheKernelsErrno) {
   EXPECT_EQ(errno, EINVAL);
 }
 
+/// In a forked child: asks for a raw QP on a context of its own; 0 if it
+/// is refused with EPERM, 3 if the device does not open, 4 if the QP is
+/// made, 5 for another errno (the child's exit status).
+int raw_qp_refused() {
+  ibv_context* ctx = open_lo();
+  if (!ctx) return 3;
+  ibv_pd* pd = ibv_alloc_pd(ctx);
+  ibv_cq* cq = ibv_create_cq(ctx, 4, nullptr, nullptr, 0);
+  ibv_qp_init_attr a{};
+  a.send_cq = a.recv_cq = cq;
+  a.qp_type = IBV_QPT_RAW_PACKET;
+  a.cap = {1, 1, 1, 1, 0};
+  errno = 0;
+  ibv_qp* qp = ibv_create_qp(pd, &a);
+  const int code = qp ? 4 : errno == EPERM ? 0 : 5;
+  ibv_destroy_cq(cq);
+  ibv_dealloc_pd(pd);
+  ibv_close_device(ctx);
+  return code;
+}
+
 // Not RawEthernet's fixture: this case runs without CAP_NET_RAW too
 // (raw_setcap.sh runs it so, beside a program that has it from setcap).
 class RawPrivilege : public VerbsTest {};
@@ -254,21 +275,7 @@ TEST_F(RawPrivilege, WithoutCapNetRawNoRawQpIsMade) {
   if (child == 0) {
     // A process without CAP_NET_RAW in its effective set (its own context).
     if (!drop_net_raw()) _exit(2);
-    ibv_context* ctx = open_lo();
-    if (!ctx) _exit(3);
-    ibv_pd* pd = ibv_alloc_pd(ctx);
-    ibv_cq* cq = ibv_create_cq(ctx, 4, nullptr, nullptr, 0);
-    ibv_qp_init_attr a{};
-    a.send_cq = a.recv_cq = cq;
-    a.qp_type = IBV_QPT_RAW_PACKET;
-    a.cap = {1, 1, 1, 1, 0};
-    errno = 0;
-    ibv_qp* qp = ibv_create_qp(pd, &a);
-    const int code = qp ? 4 : errno == EPERM ? 0 : 5;
-    ibv_destroy_cq(cq);
-    ibv_dealloc_pd(pd);
-    ibv_close_device(ctx);
-    _exit(code);
+    _exit(raw_qp_refused());
   }
   int st = 0;
   ASSERT_EQ(waitpid(child, &st, 0), child);
@@ -293,21 +300,7 @@ TEST_F(RawEthernet, CapNetRawInAUserNamespaceOfItsOwnIsNotEnough) {
     if (fd < 0 || write(fd, map, size_t(n)) != n) _exit(7);
     close(fd);
     if (!has_net_raw()) _exit(8);
-    ibv_context* ctx = open_lo();
-    if (!ctx) _exit(3);
-    ibv_pd* pd = ibv_alloc_pd(ctx);
-    ibv_cq* cq = ibv_create_cq(ctx, 4, nullptr, nullptr, 0);
-    ibv_qp_init_attr a{};
-    a.send_cq = a.recv_cq = cq;
-    a.qp_type = IBV_QPT_RAW_PACKET;
-    a.cap = {1, 1, 1, 1, 0};
-    errno = 0;
-    ibv_qp* qp = ibv_create_qp(pd, &a);
-    const int code = qp ? 4 : errno == EPERM ? 0 : 5;
-    ibv_destroy_cq(cq);
-    ibv_dealloc_pd(pd);
-    ibv_close_device(ctx);
-    _exit(code);
+    _exit(raw_qp_refused());
   }
   int st = 0;
   ASSERT_EQ(waitpid(child, &st, 0), child);
