@@ -65,15 +65,25 @@ std::string read_small(const char* path) {
 /// which an unprivileged process cannot give a namespace it makes (it maps
 /// its own ID only).
 bool in_my_user_ns(pid_t pid) {
+  // uroced's own namespace, and its map, are fixed for its life: read once.
+  struct Own {
+    struct stat ns = {};
+    bool have_ns = false;
+    std::string uid_map;
+  };
+  static const Own own = [] {
+    Own o;
+    o.have_ns = stat("/proc/self/ns/user", &o.ns) == 0;
+    o.uid_map = read_small("/proc/self/uid_map");
+    return o;
+  }();
   char path[64];
   snprintf(path, sizeof(path), "/proc/%d/ns/user", int(pid));
-  struct stat mine = {};
   struct stat theirs = {};
-  if (stat("/proc/self/ns/user", &mine) == 0 && stat(path, &theirs) == 0)
-    return mine.st_ino == theirs.st_ino && mine.st_dev == theirs.st_dev;
+  if (own.have_ns && stat(path, &theirs) == 0)
+    return own.ns.st_ino == theirs.st_ino && own.ns.st_dev == theirs.st_dev;
   snprintf(path, sizeof(path), "/proc/%d/uid_map", int(pid));
-  const std::string own = read_small("/proc/self/uid_map");
-  return !own.empty() && own == read_small(path);
+  return !own.uid_map.empty() && own.uid_map == read_small(path);
 }
 
 }  // namespace
